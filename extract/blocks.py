@@ -1,0 +1,120 @@
+"""The document model every format reader produces and the Markdown renderer consumes.
+
+Owns: the block Structs, and the wire form of the Java CLI's output (one JSON object per line, tagged
+by ``t``). The JVM emits exactly these shapes, so ``decode_line`` is the whole Java→Python boundary.
+
+Why one model: ``.doc`` (HWPF), ``.docx``, RTF and HTML all become paragraphs and tables; ``.xls``,
+``.xlsx`` and CSV all become sheets. The renderer and the page estimate then know nothing of formats.
+
+Table geometry: a Word table row is a list of cells that each carry ``left``/``width`` (twips) when the
+reader knows them, and ``vmerge`` flags. POI reports a horizontal merge in a LibreOffice-written table as
+one wide cell rather than a merge flag, so the grid is rebuilt from edges in ``markdown.py`` rather
+than trusted from cell counts. Readers that know spans directly (docx gridSpan, HTML colspan) set
+``colspan``/``rowspan`` instead and leave the edges ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import msgspec
+
+Story = Literal["body", "header", "footer", "footnote", "endnote", "textbox", "comment"]
+
+
+class Cell(msgspec.Struct, omit_defaults=True):
+    text: str = ""
+    colspan: int = 1
+    rowspan: int = 1
+    # "start" opens a vertical merge, "cont" continues the one above (its text is usually empty).
+    vmerge: Literal["", "start", "cont"] = ""
+    left: int | None = None
+    width: int | None = None
+    # A table nested inside this cell, rendered after the cell's row (see markdown.py).
+    table: "Table | None" = None
+
+
+class Table(msgspec.Struct, omit_defaults=True):
+    rows: list[list[Cell]] = []
+
+
+class Para(msgspec.Struct, tag_field="t", tag="para", omit_defaults=True):
+    text: str
+    heading: int = 0  # 1..6, 0 = body text
+    list_marker: str = ""  # "1.", "a)", "•" … as the document shows it; "" = not a list item
+    list_level: int = 0
+    story: Story = "body"
+
+
+class TableBlock(msgspec.Struct, tag_field="t", tag="table", omit_defaults=True):
+    table: Table
+    story: Story = "body"
+
+
+class Image(msgspec.Struct, tag_field="t", tag="image", omit_defaults=True):
+    type: str = ""  # png, jpeg, emf, wmf …
+    width: int | None = None  # pixels where known
+    height: int | None = None
+    sheet: str | None = None  # for workbooks: anchor sheet, row, col
+    row: int | None = None
+    col: int | None = None
+
+
+class SheetCell(msgspec.Struct, omit_defaults=True):
+    r: int
+    c: int
+    v: str  # the value as the spreadsheet displays it (number formats and dates applied)
+    type: Literal["string", "number", "date", "bool", "formula", "error", "blank"] = "string"
+
+
+class Merge(msgspec.Struct, array_like=True):
+    r1: int
+    c1: int
+    r2: int
+    c2: int
+
+
+class Sheet(msgspec.Struct, tag_field="t", tag="sheet", omit_defaults=True):
+    name: str
+    cells: list[SheetCell] = []
+    merges: list[Merge] = []
+    hidden: bool = False
+    header: str = ""
+    footer: str = ""
+
+
+class Meta(msgspec.Struct, tag_field="t", tag="meta", omit_defaults=True):
+    """Document properties as the file stores them; ``pages`` is None when the file has no count."""
+
+    format: str = ""
+    engine: str = ""
+    pages: int | None = None
+    title: str = ""
+    author: str = ""
+    warnings: list[str] = []
+
+
+class Failure(msgspec.Struct, tag_field="t", tag="error"):
+    """A typed failure from a reader (the JVM prints it as its last line and exits 3)."""
+
+    kind: Literal["encrypted", "corrupt", "empty", "old-format", "unsupported", "too-large"]
+    message: str
+
+
+class End(msgspec.Struct, tag_field="t", tag="end"):
+    """Last line of one document in the JVM's output; lets a warm JVM serve documents back to back."""
+
+
+Block = Union[Para, TableBlock, Image, Sheet, Meta, Failure, End]
+
+_decoder = msgspec.json.Decoder(Block)
+_encoder = msgspec.json.Encoder()
+
+
+def decode_line(line: bytes | str) -> Block:
+    """Decode one line of the Java CLI's output; raises msgspec.ValidationError/DecodeError on junk."""
+    return _decoder.decode(line)
+
+
+def encode_block(block: Block) -> bytes:
+    return _encoder.encode(block)
