@@ -1,0 +1,162 @@
+"""Public entry points: ``extract()`` for Python callers, ``main_extract()`` for the CLI.
+
+Why this shape: the daemon and the CLI need one typed result (msgspec Struct, the contract's
+success JSON) and one exception type; everything format-specific stays behind ``sniff``.
+
+CLI behaviour of ``main_extract`` (what ``tender-pool extract FILE [--json] [--timeout S]`` does):
+
+* success: exit 0; Markdown on stdout, or with ``--json`` the extraction JSON.
+* extraction failure: exit 3; with ``--json`` ``{"error": {"kind", "message"}}`` on stdout, without
+  it one line ``extract: <kind>: <message>`` on stderr.
+* a missing or unreadable FILE is treated as a failure of that file, not a usage error: exit 3 with
+  kind ``file_not_found`` (a contract error kind), so scripts get the same JSON shape for every
+  per-file problem. Exit 2 stays for click's own usage errors (bad options), raised before this runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import msgspec
+
+from .blocks import Block, Meta
+from .deadline import deadline
+from .errors import ExtractError, short
+from .markdown import render
+from .pages import estimate
+from .sniff import sniff
+
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+
+
+class Extraction(msgspec.Struct):
+    format: str
+    engine: str
+    pages: int
+    pages_source: str
+    markdown: str
+    chars: int
+    tables: int
+    images: int
+    sheets: int
+    warnings: list[str]
+    timings: dict[str, float]
+
+
+def _max_bytes() -> int:
+    try:
+        return int(os.environ.get("TENDER_POOL_EXTRACT_MAX_BYTES", DEFAULT_MAX_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def read_blocks(path: str, *, timeout: float | None = None, jvm_heap: str = "512m", jvm=None,
+                timings: dict | None = None) -> list[Block]:
+    """Sniff and read ``path`` into blocks (no rendering)."""
+    timings = timings if timings is not None else {}
+    if not os.path.exists(path):
+        raise ExtractError("file_not_found", f"no such file: {path}")
+    if not os.path.isfile(path):
+        raise ExtractError("file_not_found", f"not a regular file: {path}")
+    size = os.path.getsize(path)
+    if size > _max_bytes():
+        raise ExtractError("too-large", f"{size} bytes exceeds the {_max_bytes()} byte limit")
+    try:
+        s = sniff(path)
+    except PermissionError:
+        raise ExtractError("file_not_found", f"cannot read {path}: permission denied") from None
+    if s.format == "docx":
+        from .docx import read_docx
+        return read_docx(path)
+    if s.format == "xlsx":
+        from .xlsx import read_xlsx
+        return read_xlsx(path)
+    if s.format == "pdf":
+        from .pdf import read_pdf
+        return read_pdf(path)
+    if s.format == "rtf":
+        from .rtf import read_rtf
+        return read_rtf(path)
+    if s.format == "html":
+        from .html import read_html
+        return read_html(path, mht=s.detail == "mht")
+    if s.format == "csv":
+        from .delimited import read_csv
+        return read_csv(path)
+    from .legacy import read_doc, read_xls
+    if s.format == "doc":
+        return read_doc(path, s, timeout=timeout, heap=jvm_heap, warm=jvm, timings=timings)
+    if s.format == "xls":
+        return read_xls(path, s, timeout=timeout, heap=jvm_heap, warm=jvm, timings=timings)
+    raise ExtractError("unsupported", s.format)
+
+
+def extract(path: str, *, timeout: float | None = None, jvm_heap: str = "512m", jvm=None) -> Extraction:
+    t0 = time.monotonic()
+    timings: dict = {}
+    try:
+        with deadline(timeout):
+            blocks = read_blocks(path, timeout=timeout, jvm_heap=jvm_heap, jvm=jvm, timings=timings)
+            t1 = time.monotonic()
+            rendered = render(blocks)
+            pages, source = estimate(blocks)
+    except ExtractError:
+        raise
+    except MemoryError:
+        raise ExtractError("too-large", "the document needs more memory than allowed") from None
+    except RecursionError:
+        raise ExtractError("corrupt", "the document is nested too deeply to read") from None
+    except Exception as exc:  # a reader bug or an unforeseen library error: typed, never a traceback
+        raise ExtractError("corrupt", f"unreadable document ({short(exc)})") from None
+    t2 = time.monotonic()
+    meta = rendered.meta or Meta()
+    if not _has_content(blocks):
+        raise ExtractError("empty", "the document contains no text")
+    out_timings = {"extraction": round(t1 - t0, 4), "conversion": round(t2 - t1, 4)}
+    if "jvm" in timings:
+        out_timings["jvm"] = round(timings["jvm"], 4)
+    for k in ("jvm_start",):
+        if k in timings:
+            out_timings[k] = round(timings[k], 4)
+    return Extraction(
+        format=meta.format or "unknown", engine=meta.engine or "unknown", pages=pages, pages_source=source,
+        markdown=rendered.markdown, chars=len(rendered.markdown), tables=rendered.tables,
+        images=rendered.images, sheets=rendered.sheets, warnings=rendered.warnings, timings=out_timings,
+    )
+
+
+def _has_content(blocks: list[Block]) -> bool:
+    from .blocks import Para, Sheet, TableBlock
+
+    for b in blocks:
+        if isinstance(b, Para) and b.text.strip():
+            return True
+        if isinstance(b, Sheet) and any(c.v.strip() for c in b.cells):
+            return True
+        if isinstance(b, TableBlock) and any(c.text.strip() or c.table is not None
+                                             for row in b.table.rows for c in row):
+            return True
+    return False
+
+
+_json = msgspec.json.Encoder()
+
+
+def main_extract(path: str, as_json: bool, timeout: float | None) -> int:
+    try:
+        result = extract(path, timeout=timeout)
+    except ExtractError as exc:
+        if as_json:
+            sys.stdout.buffer.write(_json.encode(exc.to_dict()) + b"\n")
+        else:
+            print(f"extract: {exc.kind}: {exc.message}", file=sys.stderr)
+        sys.stdout.flush()
+        return 3
+    if as_json:
+        sys.stdout.buffer.write(_json.encode(result) + b"\n")
+    else:
+        sys.stdout.write(result.markdown)
+    sys.stdout.flush()
+    return 0

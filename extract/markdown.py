@@ -1,0 +1,337 @@
+"""Blocks → Markdown for a language model.
+
+Merged cells — the one rule: **every cell covered by a merge repeats the merged value** (docling's
+policy). A horizontal span writes the text into each column it covers, a vertical span into each row.
+Why: an LLM reads a GFM table row by row; a row that says ``| | 二级指标 |`` loses the category it
+belongs to, while repetition keeps each row self-contained and no value can vanish. The cost is some
+duplicated text in title rows, which is cheap.
+
+Word table grids are rebuilt, not trusted from cell counts: when cells carry ``left``/``width``
+(POI/HWPF) the column boundaries are the union of all cell edges, so a LibreOffice horizontal merge
+that POI reports as one wide cell still covers the right columns; ``vmerge="cont"`` cells take the
+value of the cell above. Readers that know spans (docx gridSpan, HTML colspan/rowspan) give
+``colspan``/``rowspan`` and are placed HTML-style around cells occupied from rows above.
+
+Nested tables are rendered right after the row that contains them, introduced by a line
+``> nested table in row R, column C:`` so the model can tie them back. GFM has no nested tables.
+
+Cells: ``|`` is escaped as ``\\|``, line breaks become ``<br>``. Sheets are one ``## <name>`` section
+each (``(hidden sheet)`` flagged) with a column-letter header row so cell addresses stay visible.
+Page headers/footers, footnotes, endnotes, comments and text boxes go into their own sections after
+the body, headed ``## [Page headers]`` etc., so they are never mistaken for body text.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import msgspec
+
+from .blocks import Block, Cell, End, Failure, Image, Meta, Para, Sheet, Table, TableBlock
+from .errors import ExtractError
+
+EDGE_TOLERANCE = 30  # twips; Word rounds cell edges differently per row
+
+
+class Rendered(msgspec.Struct):
+    markdown: str
+    tables: int
+    images: int
+    sheets: int
+    warnings: list[str]
+    meta: Meta | None
+
+
+_STORY_TITLES = {
+    "header": "Page headers",
+    "footer": "Page footers",
+    "footnote": "Footnotes",
+    "endnote": "Endnotes",
+    "comment": "Comments",
+    "textbox": "Text boxes",
+}
+
+
+def escape_cell(text: str) -> str:
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x0b", "\n")
+    parts = [p.strip() for p in text.split("\n")]
+    return "<br>".join(p for p in parts if p)
+
+
+def _clean(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x0b", "\n").strip()
+
+
+# ---------------------------------------------------------------- table grids
+
+
+def table_grid(table: Table) -> tuple[list[list[str]], list[tuple[int, int, Table]]]:
+    """Resolve spans into a rectangular grid of texts (merged values repeated).
+
+    Returns the grid and the nested tables as (row, col, table), 0-based.
+    """
+    rows = table.rows
+    if not rows:
+        return [], []
+    if all(c.left is not None and c.width is not None and c.width > 0 for r in rows for c in r) \
+            and any(r for r in rows):
+        return _grid_from_edges(rows)
+    return _grid_from_spans(rows)
+
+
+def _cluster_edges(values: Iterable[int]) -> list[int]:
+    out: list[int] = []
+    for v in sorted(set(values)):
+        if not out or v - out[-1] > EDGE_TOLERANCE:
+            out.append(v)
+    return out
+
+
+def _nearest(edges: list[int], v: int) -> int:
+    best = 0
+    for i, e in enumerate(edges):
+        if abs(e - v) < abs(edges[best] - v):
+            best = i
+    return best
+
+
+def _grid_from_edges(rows: list[list[Cell]]):
+    edges = _cluster_edges(
+        [c.left for r in rows for c in r] + [c.left + c.width for r in rows for c in r]  # type: ignore[operator]
+    )
+    ncols = max(1, len(edges) - 1)
+    grid: list[list[str | None]] = [[None] * ncols for _ in rows]
+    origin_text: list[list[str | None]] = [[None] * ncols for _ in rows]
+    nested: list[tuple[int, int, Table]] = []
+    for ri, row in enumerate(rows):
+        for cell in row:
+            a = min(_nearest(edges, cell.left), ncols - 1)  # type: ignore[arg-type]
+            b = max(a + 1, min(_nearest(edges, cell.left + cell.width), ncols))  # type: ignore[operator]
+            text = _clean(cell.text)
+            if cell.vmerge == "cont" and ri > 0:
+                above = origin_text[ri - 1][a]
+                if above is not None and (not text or text == above):
+                    text = above
+            for ci in range(a, b):
+                grid[ri][ci] = text
+                origin_text[ri][ci] = text
+            if cell.table is not None:
+                nested.append((ri, a, cell.table))
+    return [[t or "" for t in r] for r in grid], nested
+
+
+def _grid_from_spans(rows: list[list[Cell]]):
+    occupied: dict[tuple[int, int], str] = {}
+    out: list[list[str]] = []
+    nested: list[tuple[int, int, Table]] = []
+    for ri, row in enumerate(rows):
+        line: dict[int, str] = {}
+        col = 0
+        for cell in row:
+            while (ri, col) in occupied:
+                line[col] = occupied[(ri, col)]
+                col += 1
+            text = _clean(cell.text)
+            span = max(1, cell.colspan)
+            if cell.vmerge == "cont" and ri > 0 and col < len(out[ri - 1]):
+                above = out[ri - 1][col]
+                if not text or text == above:
+                    text = above
+            for k in range(span):
+                line[col + k] = text
+                for rr in range(1, max(1, cell.rowspan)):
+                    occupied[(ri + rr, col + k)] = text
+            if cell.table is not None:
+                nested.append((ri, col, cell.table))
+            col += span
+        # cells still occupied by rowspans at the end of this row
+        while (ri, col) in occupied:
+            line[col] = occupied[(ri, col)]
+            col += 1
+        for (r, c), t in occupied.items():
+            if r == ri and c not in line:
+                line[c] = t
+        width = max(line) + 1 if line else 0
+        out.append([line.get(c, "") for c in range(width)])
+    ncols = max((len(r) for r in out), default=0)
+    return [r + [""] * (ncols - len(r)) for r in out], nested
+
+
+def render_grid(grid: list[list[str]], header: list[str] | None = None) -> list[str]:
+    if not grid:
+        return []
+    ncols = max(len(r) for r in grid)
+    if ncols == 0:
+        return []
+    rows = [[escape_cell(t) for t in r] + [""] * (ncols - len(r)) for r in grid]
+    if header is None:
+        head, body = rows[0], rows[1:]
+    else:
+        head, body = [escape_cell(h) for h in header], rows
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * ncols]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return lines
+
+
+def render_table(table: Table, depth: int = 0) -> list[str]:
+    grid, nested = table_grid(table)
+    if not any(any(t for t in r) for r in grid) and not nested:
+        return []
+    by_row: dict[int, list[tuple[int, Table]]] = {}
+    for r, c, t in nested:
+        by_row.setdefault(r, []).append((c, t))
+    if not by_row:
+        return render_grid(grid)
+    # Split the table after each row that holds a nested table; the continuation keeps the header.
+    lines: list[str] = []
+    start = 0
+    header = grid[0]
+    for r in sorted(by_row):
+        chunk = grid[start: r + 1]
+        if start == 0:
+            lines += render_grid(chunk)
+        elif chunk:
+            lines += render_grid(chunk, header)
+        for c, t in by_row[r]:
+            lines.append("")
+            lines.append(f"> nested table in row {r + 1}, column {c + 1}:")
+            lines.append("")
+            lines += render_table(t, depth + 1)
+            lines.append("")
+        start = r + 1
+    if start < len(grid):
+        lines.append("> (table continues)")
+        lines.append("")
+        lines += render_grid(grid[start:], header)
+    return lines
+
+
+# ---------------------------------------------------------------- sheets
+
+
+def col_letter(c: int) -> str:
+    s = ""
+    c += 1
+    while c:
+        c, rem = divmod(c - 1, 26)
+        s = chr(65 + rem) + s
+    return s
+
+
+def sheet_grid(sheet: Sheet) -> list[list[str]]:
+    """Non-empty rows of a sheet, trailing empty columns trimmed, merged values repeated."""
+    values: dict[tuple[int, int], str] = {}
+    for cell in sheet.cells:
+        if cell.v != "":
+            values[(cell.r, cell.c)] = cell.v
+    for m in sheet.merges:
+        v = values.get((m.r1, m.c1))
+        if v is None:
+            continue
+        # guard against absurd merges (whole columns) blowing up the output
+        if (m.r2 - m.r1 + 1) * (m.c2 - m.c1 + 1) > 10000:
+            continue
+        for r in range(m.r1, m.r2 + 1):
+            for c in range(m.c1, m.c2 + 1):
+                values.setdefault((r, c), v)
+    if not values:
+        return []
+    ncols = max(c for _, c in values) + 1
+    rows = sorted({r for r, _ in values})
+    return [[values.get((r, c), "") for c in range(ncols)] for r in rows]
+
+
+def render_sheet(sheet: Sheet) -> list[str]:
+    title = f"## {sheet.name}" + (" (hidden sheet)" if sheet.hidden else "")
+    lines = [title, ""]
+    grid = sheet_grid(sheet)
+    if grid:
+        ncols = max(len(r) for r in grid)
+        lines += render_grid(grid, [col_letter(c) for c in range(ncols)])
+    else:
+        lines.append("*(empty sheet)*")
+    if sheet.header.strip():
+        lines += ["", f"*Sheet header:* {_clean(sheet.header)}"]
+    if sheet.footer.strip():
+        lines += ["", f"*Sheet footer:* {_clean(sheet.footer)}"]
+    return lines
+
+
+# ---------------------------------------------------------------- documents
+
+
+def render_para(p: Para) -> str:
+    text = _clean(p.text)
+    if not text:
+        return ""
+    text = text.replace("\n", "  \n")
+    if p.heading:
+        return "#" * min(6, max(1, p.heading)) + " " + text.replace("  \n", " ")
+    if p.list_marker:
+        return "  " * max(0, p.list_level) + (p.list_marker if p.list_marker in "-*+•·▪◦" else p.list_marker) \
+            + " " + text
+    return text
+
+
+def render(blocks: list[Block]) -> Rendered:
+    body: list[str] = []
+    stories: dict[str, list[str]] = {}
+    seen_story: dict[str, set[str]] = {}
+    tables = images = sheets = 0
+    warnings: list[str] = []
+    meta: Meta | None = None
+
+    def emit(story: str, chunk: list[str]) -> None:
+        if not chunk:
+            return
+        if story == "body":
+            body.extend(chunk)
+            body.append("")
+            return
+        key = "\n".join(chunk)
+        seen = seen_story.setdefault(story, set())
+        if key in seen:  # the same header text repeated per section
+            return
+        seen.add(key)
+        stories.setdefault(story, []).extend(chunk + [""])
+
+    for b in blocks:
+        if isinstance(b, Para):
+            line = render_para(b)
+            if line:
+                emit(b.story, [line])
+        elif isinstance(b, TableBlock):
+            lines = render_table(b.table)
+            if lines:
+                tables += 1
+                emit(b.story, lines)
+        elif isinstance(b, Sheet):
+            sheets += 1
+            emit("body", render_sheet(b))
+        elif isinstance(b, Image):
+            images += 1
+            desc = b.type or "image"
+            if b.width and b.height:
+                desc += f" {b.width}×{b.height}"
+            if b.sheet is not None:
+                where = f" on sheet {b.sheet}"
+                if b.row is not None and b.col is not None:
+                    where += f" at {col_letter(b.col)}{b.row + 1}"
+                desc += where
+            emit("body", [f"*[image: {desc}]*"])
+        elif isinstance(b, Meta):
+            meta = b if meta is None else meta
+            warnings.extend(b.warnings)
+        elif isinstance(b, Failure):
+            raise ExtractError(b.kind, b.message)
+        elif isinstance(b, End):
+            continue
+    out = list(body)
+    for story in ("header", "footer", "footnote", "endnote", "comment", "textbox"):
+        if stories.get(story):
+            out += [f"## [{_STORY_TITLES[story]}]", ""] + stories[story]
+    while out and not out[-1]:
+        out.pop()
+    md = "\n".join(out) + ("\n" if out else "")
+    return Rendered(md, tables, images, sheets, warnings, meta)

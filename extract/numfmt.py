@@ -1,0 +1,205 @@
+"""Excel number formats → the string a spreadsheet displays (the subset tender sheets use).
+
+Why our own: openpyxl and xlrd return raw floats/datetimes plus a format code; the LLM must see
+``1,234.50``, ``12.5%`` and ``2024-03-01`` as the user does. Covered: General, fixed decimals,
+thousands separators, percent, scientific, literal prefixes/suffixes, date/time codes (incl. Chinese
+年月日), sections ``pos;neg;zero;text``. Anything exotic falls back to General.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+_DATE_TOKENS = re.compile(r"(yyyy|yy|mmmm|mmm|mm|m|dddd|ddd|dd|d|hh|h|ss|s|am/pm|a/p)", re.I)
+_QUOTED = re.compile(r'"([^"]*)"|\\(.)')
+_BUILTIN_DATE_IDS = {14, 15, 16, 17, 22, 27, 28, 29, 30, 31, 34, 35, 36, 50, 51, 52, 53, 54, 55, 56, 57, 58}
+EXCEL_EPOCH = dt.datetime(1899, 12, 30)
+
+
+def general(v: float) -> str:
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v)
+    if v != v or v in (float("inf"), float("-inf")):
+        return "#NUM!"
+    if float(v).is_integer() and abs(v) < 1e11:
+        return str(int(v))
+    a = abs(v)
+    if a >= 1e11 or a < 1e-9:
+        s = f"{v:.5E}"
+        mant, exp = s.split("E")
+        mant = mant.rstrip("0").rstrip(".")
+        return f"{mant}E{exp[0]}{int(exp[1:]):02d}"
+    s = f"{v:.10g}" if a >= 1 else f"{v:.9g}"
+    if "e" in s:
+        s = f"{v:.10f}".rstrip("0").rstrip(".")
+    return s
+
+
+def _strip_codes(section: str) -> str:
+    section = re.sub(r"\[[^\]]*\]", "", section)  # [Red], [$-804], [DBNum1]
+    section = section.replace("_)", "").replace("_(", "")
+    section = re.sub(r"_.", "", section)
+    section = re.sub(r"\*.", "", section)
+    return section
+
+
+def is_date_format(code: str) -> bool:
+    code = _QUOTED.sub("", _strip_codes(code.split(";")[0]))
+    return bool(re.search(r"[ymdhs]", code, re.I)) and not re.search(r"[#?]|0[.,]", code)
+
+
+def format_date(value: dt.datetime | dt.date | dt.time, code: str) -> str:
+    section = _strip_codes(code.split(";")[0])
+    if isinstance(value, dt.time):
+        value = dt.datetime.combine(dt.date(1899, 12, 30), value)
+    elif not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    out: list[str] = []
+    pos = 0
+    literals = []
+    # tokenise with literals preserved
+    tokens = re.findall(r'"[^"]*"|\\.|yyyy|yy|mmmm|mmm|mm|m|dddd|ddd|dd|d|hh|h|ss|s|am/pm|AM/PM|a/p|\.0+|.', section)
+    has_ampm = any(t.lower() in ("am/pm", "a/p") for t in tokens)
+    prev_h = False
+    for i, tok in enumerate(tokens):
+        low = tok.lower()
+        if tok.startswith('"'):
+            out.append(tok[1:-1])
+        elif tok.startswith("\\"):
+            out.append(tok[1:])
+        elif low == "yyyy":
+            out.append(f"{value.year:04d}")
+        elif low == "yy":
+            out.append(f"{value.year % 100:02d}")
+        elif low in ("mm", "m"):
+            # minutes when after hours or before seconds
+            nxt = next((t.lower() for t in tokens[i + 1:] if re.match(r"[a-z]", t, re.I)), "")
+            if prev_h or nxt.startswith("s"):
+                out.append(f"{value.minute:02d}" if low == "mm" else str(value.minute))
+            else:
+                out.append(f"{value.month:02d}" if low == "mm" else str(value.month))
+        elif low == "mmm":
+            out.append(value.strftime("%b"))
+        elif low == "mmmm":
+            out.append(value.strftime("%B"))
+        elif low == "dd":
+            out.append(f"{value.day:02d}")
+        elif low == "d":
+            out.append(str(value.day))
+        elif low == "ddd":
+            out.append(value.strftime("%a"))
+        elif low == "dddd":
+            out.append(value.strftime("%A"))
+        elif low in ("hh", "h"):
+            h = value.hour % 12 or 12 if has_ampm else value.hour
+            out.append(f"{h:02d}" if low == "hh" else str(h))
+        elif low in ("ss", "s"):
+            out.append(f"{value.second:02d}" if low == "ss" else str(value.second))
+        elif low in ("am/pm", "a/p"):
+            out.append("AM" if value.hour < 12 else "PM")
+        elif tok.startswith(".0"):
+            out.append("." + f"{value.microsecond:06d}"[: len(tok) - 1])
+        else:
+            out.append(tok)
+        if re.match(r"[a-z]", tok, re.I):
+            prev_h = low in ("hh", "h")
+    return "".join(out)
+
+
+def _format_number(v: float, section: str) -> str:
+    lits_before = ""
+    text = section
+    # split literal text around the numeric core
+    core_match = re.search(r"[#0?][#0?,.]*(E[+-][0#]+)?%?|%", _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text))
+    if not core_match:
+        return _QUOTED.sub(lambda m: m.group(1) or m.group(2), text).replace("@", general(v))
+    prefix = _QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text[: core_match.start()])
+    suffix_raw = text[core_match.end():]
+    core = text[core_match.start(): core_match.end()]
+    percent = "%" in core or "%" in suffix_raw
+    suffix = _QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), suffix_raw)
+    if percent:
+        v = v * 100
+        if "%" in core:
+            suffix = "%" + suffix
+    core_num = core.replace("%", "")
+    if "E" in core_num.upper():
+        mant = core_num.upper().split("E")[0]
+        decimals = len(mant.split(".")[1]) if "." in mant else 0
+        s = f"{v:.{decimals}E}"
+        m, e = s.split("E")
+        return prefix + f"{m}E{e[0]}{int(e[1:]):02d}" + suffix
+    # trailing commas scale by 1000
+    while core_num.endswith(","):
+        v /= 1000
+        core_num = core_num[:-1]
+    int_part, _, dec_part = core_num.partition(".")
+    decimals = len(dec_part)
+    required_dec = dec_part.count("0")
+    thousands = "," in int_part
+    s = f"{abs(v):,.{decimals}f}" if thousands else f"{abs(v):.{decimals}f}"
+    if decimals and required_dec < decimals:
+        whole, frac = s.split(".")
+        frac = frac.rstrip("0")
+        if len(frac) < required_dec:
+            frac = frac + "0" * (required_dec - len(frac))
+        s = whole + ("." + frac if frac else ".")
+    min_int = int_part.replace(",", "").count("0")
+    whole = s.split(".")[0].replace(",", "")
+    if min_int == 0 and whole == "0":
+        s = s[1:] if s.startswith("0") else s
+    elif len(whole) < min_int:
+        s = "0" * (min_int - len(whole)) + s
+    return prefix + s + suffix
+
+
+def format_value(value, code: str | None, *, is_date: bool | None = None) -> str:
+    """Display string for ``value`` under ``code`` (Excel format code)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    code = (code or "General").strip()
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        if code.lower() == "general" or not re.search(r"[ymdhs]", _QUOTED.sub("", code), re.I):
+            if isinstance(value, dt.datetime) and value.time() == dt.time(0):
+                return value.strftime("%Y-%m-%d")
+            if isinstance(value, dt.datetime):
+                return value.strftime("%Y-%m-%d %H:%M:%S")
+            return value.isoformat()
+        try:
+            return format_date(value, code)
+        except (ValueError, OverflowError):
+            return str(value)
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if code.lower() in ("general", "@", ""):
+        return general(value if isinstance(value, int) else v)
+    sections = code.split(";")
+    try:
+        if is_date or (is_date is None and is_date_format(code)):
+            try:
+                return format_date(EXCEL_EPOCH + dt.timedelta(days=v), code)
+            except (OverflowError, ValueError):
+                return general(v)
+        if v < 0 and len(sections) >= 2:
+            sec = _strip_codes(sections[1])
+            return _format_number(-v, sec) if sec.strip() else ""
+        if v == 0 and len(sections) >= 3:
+            sec = _strip_codes(sections[2])
+            return _format_number(v, sec) if sec.strip() else ""
+        out = _format_number(abs(v), _strip_codes(sections[0]))
+        if v < 0 and not out.startswith("-"):
+            out = "-" + out
+        return out
+    except (ValueError, IndexError, OverflowError):
+        return general(v)

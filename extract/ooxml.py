@@ -1,0 +1,87 @@
+"""Safe access to the parts of an OOXML zip (shared by the docx and xlsx readers).
+
+Why: a .docx is an untrusted zip of XML. We cap the total uncompressed size (zip bombs), parse with
+entity resolution and network access off (XXE), and turn zip/XML damage into ``corrupt``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+
+from lxml import etree
+
+from .errors import ExtractError, short
+
+MAX_UNCOMPRESSED = 1_500_000_000
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True,
+                          load_dtd=False)
+
+REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+
+
+class Package:
+    def __init__(self, path: str):
+        try:
+            self.zf = zipfile.ZipFile(path)
+            infos = self.zf.infolist()
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise ExtractError("corrupt", f"damaged ZIP container ({short(exc, 120)})") from None
+        total = sum(i.file_size for i in infos)
+        if total > MAX_UNCOMPRESSED:
+            raise ExtractError("too-large", f"the package unpacks to {total} bytes")
+        self.names = {i.filename for i in infos}
+
+    def close(self) -> None:
+        self.zf.close()
+
+    def read(self, name: str) -> bytes | None:
+        if name not in self.names:
+            return None
+        try:
+            return self.zf.read(name)
+        except Exception as exc:  # CRC errors, truncated members, bad compression
+            raise ExtractError("corrupt", f"damaged part {name} ({short(exc, 120)})") from None
+
+    def xml(self, name: str):
+        data = self.read(name)
+        if data is None:
+            return None
+        try:
+            return etree.fromstring(data, _PARSER)
+        except etree.XMLSyntaxError as exc:
+            raise ExtractError("corrupt", f"malformed XML in {name} ({short(exc, 120)})") from None
+
+    def rels(self, part: str) -> dict[str, tuple[str, str]]:
+        """Relationship id → (type suffix, target part name) for ``part``."""
+        d, f = posixpath.split(part)
+        root = self.xml(posixpath.join(d, "_rels", f + ".rels"))
+        out: dict[str, tuple[str, str]] = {}
+        if root is None:
+            return out
+        for rel in root.iter(f"{{{REL_NS}}}Relationship"):
+            target = rel.get("Target", "")
+            if rel.get("TargetMode") == "External":
+                continue
+            full = target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(d, target))
+            out[rel.get("Id", "")] = (rel.get("Type", "").rsplit("/", 1)[-1], full)
+        return out
+
+    def app_pages(self) -> int | None:
+        """docProps/app.xml <Pages>, only when the writer actually computed statistics.
+
+        python-docx and other generators copy a template app.xml saying Pages=1 with Words=0; a count
+        next to zero words/characters is the template's, not the document's.
+        """
+        root = self.xml("docProps/app.xml")
+        if root is None:
+            return None
+        vals = {etree.QName(el).localname: (el.text or "").strip() for el in root}
+        try:
+            pages = int(vals.get("Pages", ""))
+        except ValueError:
+            return None
+        stats = [vals.get(k, "") for k in ("Words", "Characters", "CharactersWithSpaces", "Lines")]
+        if not any(s.isdigit() and int(s) > 0 for s in stats):
+            return None
+        return pages if pages > 0 else None

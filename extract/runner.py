@@ -1,0 +1,74 @@
+"""What a daemon slot's forked child runs for one ``parse_markdown`` job.
+
+Why files and not a pipe: results can be large (hundreds of pages of Markdown); the daemon stores
+only the small ``JobOutput`` dict and the paths. Both files are written to a temporary name in the
+target directory and renamed, so a reader never sees half a file, even if the job is killed.
+No threads, no module-level state: this runs right after fork.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import msgspec
+
+from .api import Extraction, extract
+
+_enc = msgspec.json.Encoder()
+
+
+class JobOutput(msgspec.Struct):
+    markdown_path: str
+    metadata_path: str
+    pages: int
+    format: str
+
+
+class Metadata(msgspec.Struct):
+    """Everything in Extraction except the Markdown itself."""
+
+    format: str
+    engine: str
+    pages: int
+    pages_source: str
+    chars: int
+    tables: int
+    images: int
+    sheets: int
+    warnings: list[str]
+    timings: dict[str, float]
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def metadata_of(x: Extraction) -> Metadata:
+    return Metadata(format=x.format, engine=x.engine, pages=x.pages, pages_source=x.pages_source, chars=x.chars,
+                    tables=x.tables, images=x.images, sheets=x.sheets, warnings=x.warnings, timings=x.timings)
+
+
+def run_job(path: str, out_dir: str, stem: str, *, timeout: float | None, jvm_heap: str = "512m",
+            jvm=None) -> JobOutput:
+    x = extract(path, timeout=timeout, jvm_heap=jvm_heap, jvm=jvm)
+    os.makedirs(out_dir, exist_ok=True)
+    md_path = os.path.join(out_dir, f"{stem}.md")
+    meta_path = os.path.join(out_dir, f"{stem}.json")
+    _atomic_write(md_path, x.markdown.encode("utf-8"))
+    _atomic_write(meta_path, _enc.encode(metadata_of(x)))
+    return JobOutput(markdown_path=os.path.abspath(md_path), metadata_path=os.path.abspath(meta_path),
+                     pages=x.pages, format=x.format)

@@ -1,0 +1,114 @@
+"""Excel 2007+ (.xlsx/.xlsm) reader (openpyxl, cached values).
+
+Why ``data_only=True``: we want what Excel last displayed, not formulas. Files written by generators
+(openpyxl itself, many web exports) store formulas *without* cached results; for those cells we show
+the formula text (``=SUM(D3:D9)``) rather than inventing a value, and say so in a warning.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import warnings as pywarnings
+import zipfile
+
+from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
+from .errors import ExtractError, short
+from .numfmt import format_value
+from .ooxml import Package
+
+_F_WITHOUT_V = re.compile(rb"<(?:\w+:)?f[ >/](?:(?!</(?:\w+:)?c>).)*?</(?:\w+:)?c>", re.S)
+
+
+def _formula_cells_without_cache(path: str) -> bool:
+    """True when some worksheet holds a formula cell with no cached <v> value."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for name in zf.namelist():
+                if name.startswith("xl/worksheets/") and name.endswith(".xml"):
+                    data = zf.read(name)
+                    for m in _F_WITHOUT_V.finditer(data):
+                        if not re.search(rb"<(?:\w+:)?v>[^<]", m.group(0)):
+                            return True
+    except (zipfile.BadZipFile, OSError):
+        return False
+    return False
+
+
+def _hf_text(hf) -> str:
+    parts = []
+    for part in ("left", "center", "right"):
+        sub = getattr(hf, part, None)
+        if sub is not None and sub.text:
+            parts.append(sub.text)
+    text = "  ".join(parts)
+    return text.replace("&P", "{PAGE}").replace("&N", "{NUMPAGES}").replace("&&", "&")
+
+
+def read_xlsx(path: str) -> list[Block]:
+    import openpyxl
+
+    Package(path).close()  # size cap and zip sanity before openpyxl
+    warns: list[str] = []
+    try:
+        with pywarnings.catch_warnings():
+            pywarnings.simplefilter("ignore")
+            wb = openpyxl.load_workbook(path, data_only=True, read_only=False)
+            wb_f = None
+            if _formula_cells_without_cache(path):
+                wb_f = openpyxl.load_workbook(path, data_only=False, read_only=False)
+    except ExtractError:
+        raise
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError, TypeError, AttributeError, IndexError) as exc:
+        msg = short(exc)
+        if "encrypt" in msg.lower():
+            raise ExtractError("encrypted", "password-protected workbook") from None
+        raise ExtractError("corrupt", f"unreadable workbook ({msg})") from None
+    except Exception as exc:  # lxml/openpyxl internals raise many types on damaged parts
+        raise ExtractError("corrupt", f"unreadable workbook ({short(exc)})") from None
+    blocks: list[Block] = [Meta(format="xlsx", engine="openpyxl")]
+    uncached = 0
+    for ws in wb.worksheets:
+        cells: list[SheetCell] = []
+        ws_f = wb_f[ws.title] if wb_f is not None else None
+        for row in ws.iter_rows():
+            for c in row:
+                v = c.value
+                if v is None:
+                    if ws_f is not None:
+                        fv = ws_f.cell(row=c.row, column=c.column).value
+                        if isinstance(fv, str) and fv.startswith("="):
+                            cells.append(SheetCell(c.row - 1, c.column - 1, fv, "formula"))
+                            uncached += 1
+                    continue
+                if isinstance(v, str):
+                    if v == "":
+                        continue
+                    typ = "error" if c.data_type == "e" else "string"
+                    cells.append(SheetCell(c.row - 1, c.column - 1, v, typ))  # type: ignore[arg-type]
+                    continue
+                if isinstance(v, bool):
+                    cells.append(SheetCell(c.row - 1, c.column - 1, "TRUE" if v else "FALSE", "bool"))
+                    continue
+                is_date = isinstance(v, (dt.datetime, dt.date, dt.time))
+                text = format_value(v, c.number_format, is_date=is_date)
+                cells.append(SheetCell(c.row - 1, c.column - 1, text, "date" if is_date else "number"))
+        merges = [Merge(r.min_row - 1, r.min_col - 1, r.max_row - 1, r.max_col - 1) for r in ws.merged_cells.ranges]
+        header = _hf_text(ws.oddHeader) if ws.oddHeader else ""
+        footer = _hf_text(ws.oddFooter) if ws.oddFooter else ""
+        blocks.append(Sheet(name=ws.title, cells=cells, merges=merges, hidden=ws.sheet_state != "visible",
+                            header=header, footer=footer))
+        for img in getattr(ws, "_images", []):
+            row = col = None
+            anchor = getattr(img, "anchor", None)
+            frm = getattr(anchor, "_from", None)
+            if frm is not None:
+                row, col = frm.row, frm.col
+            fmt = (getattr(img, "format", "") or "").lower()
+            blocks.append(Image(type=fmt, width=getattr(img, "width", None), height=getattr(img, "height", None),
+                                sheet=ws.title, row=row, col=col))
+    if uncached:
+        warns.append(f"{uncached} formula cells have no cached result (the file was written without "
+                     "calculation); their formula text is shown instead")
+    blocks[0] = Meta(format="xlsx", engine="openpyxl", warnings=warns)
+    return blocks
