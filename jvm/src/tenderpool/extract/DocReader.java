@@ -299,7 +299,13 @@ final class DocReader {
         }
         Json.field(sb, "type", ext == null ? "" : ext);
         // Displayed size: dxaGoal/dyaGoal are twips, 15 twips per pixel at 96 dpi.
-        int w = pic.getDxaGoal() / 15, h = pic.getDyaGoal() / 15;
+        int w = 0, h = 0;
+        try {
+            w = pic.getDxaGoal() / 15;
+            h = pic.getDyaGoal() / 15;
+        } catch (RuntimeException e) {
+            // floating (Escher) pictures carry no PICF, hence no stored size
+        }
         if (w > 0 && h > 0) {
             Json.field(sb, "width", w);
             Json.field(sb, "height", h);
