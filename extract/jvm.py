@@ -1,0 +1,414 @@
+"""Driver for the Java CLI that reads legacy .doc/.xls (jvm/, built by jvm/build.sh).
+
+Why a separate JVM process at all: POI is the only mature HWPF/HSSF reader, and POI's own security advice is
+to parse untrusted files in a separate process with a heap cap and a wall-clock timeout. So every JVM runs in
+its own process group (session) and a timeout kills the whole group.
+
+Two ways to run it:
+
+* ``run_cold`` – one JVM per document: best isolation, ~0.2-0.3 s start-up per file even with AppCDS.
+* ``WarmJvm`` – one long-lived ``serve`` JVM fed paths over stdin: 10-20x cheaper on small files, killed and
+  restarted lazily on timeout, crash or garbage, recycled every N documents, and it exits by itself when idle.
+
+Rules for ``WarmJvm`` across ``fork()``: the child inherits the pipes, so a forked child may use the instance,
+but only ONE process may talk to a given JVM at a time (requests and answers share one pipe pair). If a
+client is killed in the middle of a document, the rest of that document's answer is still in the pipe: the
+JVM must then be killed (``pid``/``pgid`` are exposed for that) and the next ``extract`` starts a fresh one.
+As a safety net, ``extract`` restarts the JVM if unread output is pending before it sends a request.
+
+Imports only stdlib, msgspec and ``blocks``: the supervisor imports this module, not the reverse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from .blocks import Block, End, Failure, decode_line
+
+__all__ = ["JvmError", "WarmJvm", "run_cold", "check_archive", "jvm_dir", "java_command"]
+
+JAR_NAME = "tender-extract.jar"
+ARCHIVE_NAME = "tender-extract.jsa"
+SYSTEM_DIR = Path("/usr/share/tender-pool/jvm")
+MODES = ("doc", "xls")
+_HEAP_RE = re.compile(r"^[1-9][0-9]*[kKmMgG]?$")
+_REPO_JVM = Path(__file__).resolve().parents[1] / "jvm"
+
+
+class JvmError(Exception):
+    """A failed extraction. ``kind`` is a ``blocks.Failure.kind`` value, or ``"timeout"``."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+def jvm_dir() -> Path:
+    """Where the jar and archive live: $TENDER_POOL_JVM_DIR, else the checkout's jvm/build, else the system dir."""
+    env = os.environ.get("TENDER_POOL_JVM_DIR")
+    if env:
+        return Path(env)
+    repo = _REPO_JVM / "build"
+    if (repo / JAR_NAME).is_file() or not (SYSTEM_DIR / JAR_NAME).is_file():
+        return repo
+    return SYSTEM_DIR
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+def java_command(heap: str = "512m", tmpdir: str | None = None, *, share: str = "auto") -> list[str]:
+    """The JVM argv up to and including the jar; the mode and its arguments follow."""
+    if not _HEAP_RE.match(heap):
+        raise ValueError(f"heap must look like 512m or 2g, not {heap!r}")
+    d = jvm_dir()
+    jar = d / JAR_NAME
+    if not jar.is_file():
+        raise FileNotFoundError(f"{jar} missing: run jvm/build.sh (or set TENDER_POOL_JVM_DIR)")
+    argv = [_java()]
+    archive = d / ARCHIVE_NAME
+    if archive.is_file():
+        argv.append(f"-XX:SharedArchiveFile={archive}")
+    argv += [
+        f"-Xshare:{share}",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-XX:-UsePerfData",
+        f"-Xmx{heap}",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Xss4m",
+    ]
+    if tmpdir:
+        argv.append(f"-Djava.io.tmpdir={tmpdir}")
+    argv += ["-jar", str(jar)]
+    return argv
+
+
+def _check_input(path: str | os.PathLike, mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise FileNotFoundError(p)
+    return os.path.abspath(p)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(pgid: int, grace: float = 3.0, proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM the group (SIGCONT too, so a stopped JVM can act on it), then SIGKILL after ``grace`` s."""
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None and not _group_alive(pgid):
+            return
+        if proc is None and not _group_alive(pgid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if proc is not None:
+        try:
+            proc.wait(timeout=5)
+        except (subprocess.TimeoutExpired, ChildProcessError):
+            pass
+
+
+def _crash_error(returncode: int | None, stderr: str) -> JvmError:
+    if "OutOfMemoryError" in stderr:
+        return JvmError("too-large", "JVM ran out of heap (raise [extract] jvm_heap)")
+    tail = " | ".join(line for line in stderr.strip().splitlines()[-3:])[:300]
+    # A JVM that dies without a typed answer was almost always killed by its input (StackOverflow in native
+    # code, a JVM crash): retrying the same file would crash again, so it is reported as corrupt.
+    return JvmError("corrupt", f"JVM exited with {returncode} without a result: {tail}")
+
+
+def _collect(lines: list[bytes]) -> tuple[list[Block], bool]:
+    """Decodes lines up to End; raises JvmError on a Failure block, returns (blocks, saw_end)."""
+    blocks: list[Block] = []
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            b = decode_line(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise JvmError("corrupt", f"undecodable output from the JVM: {e}") from None
+        if isinstance(b, End):
+            return blocks, True
+        if isinstance(b, Failure):
+            raise JvmError(b.kind, b.message)
+        blocks.append(b)
+    return blocks, False
+
+
+def run_cold(
+    path: str | os.PathLike, mode: str, *, heap: str = "512m", timeout: float, kill_grace: float = 3.0
+) -> list[Block]:
+    """Extracts one document in a fresh JVM in its own session; kills the group at ``timeout`` seconds."""
+    p = _check_input(path, mode)
+    tmpdir = tempfile.mkdtemp(prefix="tp-jvm-")
+    try:
+        proc = subprocess.Popen(
+            [*java_command(heap, tmpdir), mode, p],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid, kill_grace, proc)
+            proc.communicate()
+            raise JvmError("timeout", f"no result after {timeout:g} s, JVM process group killed") from None
+        except BaseException:
+            kill_group(proc.pid, 0, proc)
+            raise
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    blocks, ended = _collect(out.splitlines())
+    if not ended:
+        raise _crash_error(proc.returncode, err.decode("utf-8", "replace"))
+    return blocks
+
+
+class WarmJvm:
+    """A lazily started ``serve`` JVM; see the module docstring for the one-client-at-a-time rule."""
+
+    def __init__(
+        self,
+        *,
+        heap: str = "512m",
+        recycle_after: int = 200,
+        idle_timeout: float = 300.0,
+        kill_grace: float = 3.0,
+    ):
+        if recycle_after < 1:
+            raise ValueError("recycle_after must be >= 1")
+        self.heap = heap
+        self.recycle_after = recycle_after
+        self.idle_timeout = idle_timeout
+        self.kill_grace = kill_grace
+        self._proc: subprocess.Popen | None = None
+        self._owner = 0  # pid of the process that started the JVM (a forked child cannot wait() for it)
+        self._tmpdir: str | None = None
+        self._buf = b""
+        self._served = 0
+        self._last_used = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's pid, also its process-group id; None when no JVM is running."""
+        return self._proc.pid if self._proc is not None and self._alive() else None
+
+    def _alive(self) -> bool:
+        proc = self._proc
+        if proc is None:
+            return False
+        if os.getpid() == self._owner:
+            return proc.poll() is None
+        try:  # in a forked child: the JVM is our sibling, only signal 0 and /proc tell us about it
+            os.kill(proc.pid, 0)
+            with open(f"/proc/{proc.pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+        except (ProcessLookupError, FileNotFoundError):
+            return False
+
+    def _start(self) -> None:
+        self._tmpdir = tempfile.mkdtemp(prefix="tp-jvm-")
+        idle = max(1, int(self.idle_timeout)) if self.idle_timeout > 0 else 0
+        self._stderr = open(os.path.join(self._tmpdir, "stderr.log"), "w+b")
+        self._proc = subprocess.Popen(
+            [*java_command(self.heap, self._tmpdir), "serve", "--idle", str(idle)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            bufsize=0,
+        )
+        self._owner = os.getpid()
+        self._buf = b""
+        self._served = 0
+        self._last_used = time.monotonic()
+
+    def close(self, *, graceful: bool = True) -> None:
+        """Stops the JVM (closing stdin first so it can exit on its own) and removes its temp dir."""
+        proc = self._proc
+        self._proc = None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            deadline = time.monotonic() + (1.0 if graceful else 0.0)
+            while time.monotonic() < deadline and _group_alive(proc.pid):
+                if os.getpid() == self._owner and proc.poll() is not None:
+                    break
+                time.sleep(0.01)
+            kill_group(proc.pid, self.kill_grace, proc if os.getpid() == self._owner else None)
+            proc.stdout.close()
+        if getattr(self, "_stderr", None) is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+        self._buf = b""
+
+    def kill(self) -> None:
+        """Kills the JVM's whole group at once; the next ``extract`` starts a new one."""
+        saved, self.kill_grace = self.kill_grace, 0.0
+        try:
+            self.close(graceful=False)
+        finally:
+            self.kill_grace = saved
+
+    def __enter__(self) -> "WarmJvm":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _stderr_text(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read()[-4000:].decode("utf-8", "replace")
+        except (OSError, AttributeError, ValueError):
+            return ""
+
+    def _pending(self) -> bool:
+        if self._buf:
+            return True
+        r, _, _ = select.select([self._proc.stdout], [], [], 0)
+        return bool(r)
+
+    def _readline(self, deadline: float) -> bytes | None:
+        """One line, or None at EOF; raises JvmError('timeout') past the deadline."""
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JvmError("timeout", "")
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def extract(self, path: str | os.PathLike, mode: str, timeout: float) -> list[Block]:
+        p = _check_input(path, mode)
+        for attempt in (0, 1):
+            if self._proc is not None and (
+                not self._alive()
+                or self._pending()
+                or (self.idle_timeout > 0 and time.monotonic() - self._last_used > 0.8 * self.idle_timeout)
+            ):
+                self.kill()  # dead, left-over output of an interrupted client, or about to idle out
+            if self._proc is None:
+                self._start()
+            try:
+                return self._request(p, mode, timeout, retry_ok=attempt == 0)
+            except _Retry:
+                self.kill()
+        raise JvmError("corrupt", "JVM exited twice before answering")
+
+    def _request(self, path: str, mode: str, timeout: float, retry_ok: bool) -> list[Block]:
+        deadline = time.monotonic() + timeout
+        req = msgspec.json.encode({"mode": mode, "path": path}) + b"\n"
+        try:
+            self._proc.stdin.write(req)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            if retry_ok:
+                raise _Retry() from None
+            raise _crash_error(None, self._stderr_text()) from None
+        lines: list[bytes] = []
+        try:
+            while True:
+                line = self._readline(deadline)
+                if line is None:
+                    if not lines and retry_ok:
+                        raise _Retry()  # the JVM idled out or died between documents: not this file's fault
+                    err = self._stderr_text()
+                    rc = self._proc.poll() if os.getpid() == self._owner else None
+                    self.kill()
+                    raise _crash_error(rc, err)
+                lines.append(line)
+                if line.startswith(b'{"t":"end"'):
+                    break
+        except JvmError as e:
+            self.kill()
+            if e.kind == "timeout":
+                raise JvmError("timeout", f"no result after {timeout:g} s, warm JVM killed") from None
+            raise
+        self._last_used = time.monotonic()
+        self._served += 1
+        try:
+            blocks, _ = _collect(lines)
+        except JvmError as e:
+            if e.message.startswith("undecodable"):
+                self.kill()
+            raise
+        finally:
+            if self._served >= self.recycle_after:
+                self.close()
+        return blocks
+
+
+class _Retry(Exception):
+    pass
+
+
+def check_archive(*, rebuild: bool = True, timeout: float = 300.0) -> bool:
+    """Start-up check: does the JVM still accept the CDS archive (-Xshare:on)? Rebuilds it when it does not.
+
+    A JDK or jar update silently invalidates the archive; under -Xshare:auto that only costs speed, so this
+    is an optimisation guard, not a correctness one. Returns True when the archive is usable afterwards.
+    """
+    build = _REPO_JVM / "build.sh"
+    if rebuild and build.is_file() and jvm_dir() == _REPO_JVM / "build":
+        r = subprocess.run([str(build), "--check"], capture_output=True, timeout=timeout)
+        if r.returncode != 0:
+            return False
+    d = jvm_dir()
+    training = next(
+        (t for t in (d / "training" / "notice.doc", _REPO_JVM / "training" / "notice.doc") if t.is_file()),
+        _REPO_JVM / "training" / "notice.doc",
+    )
+    if not (d / ARCHIVE_NAME).is_file() or not training.is_file():
+        return False
+    r = subprocess.run(
+        [*java_command("256m", share="on"), "doc", str(training)], capture_output=True, timeout=timeout
+    )
+    return r.returncode == 0
