@@ -1,0 +1,247 @@
+"""Configuration: discovery, TOML parsing, environment overrides and validation.
+
+Owns the one rule of CONTRACT.md: an invalid value stops the command before any connection with one
+line ``config: <key or env var>: <value>: <what is allowed>`` and exit status 2. Every key and its
+default is documented in the repository's ``tender-pool.toml``; a test checks the two agree.
+
+Nothing here reads the environment at import time: ``load()`` takes the environment as an argument so
+tests and the reload path see exactly what they pass.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+import msgspec
+
+DEFAULT_PATHS = ("./tender-pool.toml", "/etc/tender-pool/tender-pool.toml")
+
+
+class ConfigError(Exception):
+    """A bad value; ``str()`` is the contract's one-line message (without the ``config: `` prefix)."""
+
+    def __init__(self, key: str, value: Any, allowed: str):
+        self.key, self.value, self.allowed = key, value, allowed
+        super().__init__(f"{key}: {value!r}: {allowed}" if not isinstance(value, str) else f"{key}: {value}: {allowed}")
+
+
+class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "tp"
+    socket_timeout: float = 5.0
+
+
+class HandlerConfig(msgspec.Struct, forbid_unknown_fields=True):
+    command: list[str]
+    timeout: float
+
+
+class PoolConfig(msgspec.Struct, forbid_unknown_fields=True):
+    queue: str = "tender_parse"
+    worker_count: int = 4
+    host_id: str = ""
+    max_tries: int = 3
+    kill_grace: float = 3.0
+    drain_timeout: float = 60.0
+    heartbeat: float = 10.0
+    input_roots: list[str] = []
+    results_dir: str = ""
+    result_retention: float = 604800.0
+    state_dir: str = ""
+    crash_cap: int = 3
+    max_waits: int = 10000
+    retry_backoff: float = 2.0
+    retry_backoff_max: float = 300.0
+    claim_timeout: float = 1.0
+
+
+class ExtractConfig(msgspec.Struct, forbid_unknown_fields=True):
+    timeout: float = 600.0
+    jvm_heap: str = "512m"
+
+
+class StatusConfig(msgspec.Struct, forbid_unknown_fields=True):
+    socket: str = ""
+
+
+class MetricsConfig(msgspec.Struct, forbid_unknown_fields=True):
+    listen: str = "127.0.0.1:9464"
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True):
+    redis: RedisConfig = msgspec.field(default_factory=RedisConfig)
+    pool: PoolConfig = msgspec.field(default_factory=PoolConfig)
+    extract: ExtractConfig = msgspec.field(default_factory=ExtractConfig)
+    status: StatusConfig = msgspec.field(default_factory=StatusConfig)
+    metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
+    handlers: dict[str, HandlerConfig] = {}
+    source: str = ""  # the file it came from, for messages; not a TOML key
+
+    def handler_timeout(self, kind: str) -> float | None:
+        if kind == "parse_markdown":
+            return self.extract.timeout
+        h = self.handlers.get(kind)
+        return h.timeout if h else None
+
+    @property
+    def kinds(self) -> list[str]:
+        return ["parse_markdown", *sorted(self.handlers)]
+
+    @property
+    def lock_ttl_ms(self) -> int:
+        """Per-user lock TTL: longest job timeout + kill grace + 60 s, so a crashed holder frees the
+        user by itself but a live holder never loses its lock while its job may still run."""
+        longest = max([self.extract.timeout, *(h.timeout for h in self.handlers.values())])
+        return int((longest + self.pool.kill_grace + 60) * 1000)
+
+
+def discover(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """-c PATH, else $TENDER_POOL_CONFIG, else ./tender-pool.toml, else /etc/…; None = built-in defaults."""
+    if explicit:
+        return Path(explicit)
+    if env.get("TENDER_POOL_CONFIG"):
+        return Path(env["TENDER_POOL_CONFIG"])
+    for p in DEFAULT_PATHS:
+        if Path(p).is_file():
+            return Path(p)
+    return None
+
+
+def _runtime_dir(env: Mapping[str, str]) -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/tender-pool")
+    base = env.get("XDG_RUNTIME_DIR") or f"/tmp/tender-pool-{os.geteuid()}"
+    return Path(base) / "tender-pool"
+
+
+def _state_dir(env: Mapping[str, str]) -> Path:
+    if env.get("STATE_DIRECTORY"):  # set by systemd's StateDirectory=
+        return Path(env["STATE_DIRECTORY"].split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/tender-pool")
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "tender-pool"
+
+
+def _msgspec_key(err: msgspec.ValidationError) -> str:
+    # msgspec says e.g. "Expected `int`, got `str` - at `$.pool.worker_count`"
+    text = str(err)
+    if "at `$." in text:
+        return text.split("at `$.", 1)[1].rstrip("`")
+    if "unknown field `" in text:
+        return text.split("unknown field `", 1)[1].split("`", 1)[0]
+    return "(file)"
+
+
+def _lookup(raw: dict, dotted: str) -> Any:
+    cur: Any = raw
+    for part in dotted.replace("[", ".").replace("]", "").split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
+def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read, override from the environment, validate. Raises ConfigError."""
+    env = os.environ if env is None else env
+    found = discover(path, env)
+    raw: dict[str, Any] = {}
+    if found is not None:
+        try:
+            raw = tomllib.loads(found.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError("-c" if path else "TENDER_POOL_CONFIG", str(found), "no such file") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(str(found), "TOML", str(e)) from None
+    try:
+        cfg = msgspec.convert(raw, Config)
+    except msgspec.ValidationError as e:
+        key = _msgspec_key(e)
+        raise ConfigError(key, _lookup(raw, key), str(e).split(" - at ")[0]) from None
+    cfg.source = str(found) if found else "(defaults)"
+
+    if "TENDER_PARSE_WORKER_COUNT" in env:
+        v = env["TENDER_PARSE_WORKER_COUNT"]
+        if not v.strip().isdigit() or not 1 <= int(v) <= 4:
+            raise ConfigError("TENDER_PARSE_WORKER_COUNT", v, "an integer from 1 to 4")
+        cfg.pool.worker_count = int(v)
+    if env.get("TENDER_POOL_REDIS_URL"):
+        cfg.redis.url = env["TENDER_POOL_REDIS_URL"]
+        _check_url(cfg.redis.url, "TENDER_POOL_REDIS_URL")
+    else:
+        _check_url(cfg.redis.url, "redis.url")
+    _validate(cfg, env)
+    return cfg
+
+
+def _check_url(url: str, key: str) -> None:
+    ok = url == "embedded" or url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://"))
+    if not ok:
+        raise ConfigError(key, url, "a redis://, rediss://, unix:// or redis+sentinel:// URL, or \"embedded\"")
+
+
+def _validate(cfg: Config, env: Mapping[str, str]) -> None:
+    p = cfg.pool
+    if not 1 <= p.worker_count <= 4:
+        raise ConfigError("pool.worker_count", p.worker_count, "an integer from 1 to 4")
+    for key, val, lo in (
+        ("pool.max_tries", p.max_tries, 1),
+        ("pool.crash_cap", p.crash_cap, 1),
+        ("pool.max_waits", p.max_waits, 1),
+    ):
+        if val < lo:
+            raise ConfigError(key, val, f"an integer >= {lo}")
+    for key, val in (
+        ("pool.kill_grace", p.kill_grace),
+        ("pool.drain_timeout", p.drain_timeout),
+        ("pool.heartbeat", p.heartbeat),
+        ("pool.result_retention", p.result_retention),
+        ("pool.retry_backoff", p.retry_backoff),
+        ("pool.retry_backoff_max", p.retry_backoff_max),
+        ("pool.claim_timeout", p.claim_timeout),
+        ("extract.timeout", cfg.extract.timeout),
+        ("redis.socket_timeout", cfg.redis.socket_timeout),
+    ):
+        if not val > 0:
+            raise ConfigError(key, val, "a positive number of seconds")
+    if cfg.redis.socket_timeout <= p.claim_timeout:
+        raise ConfigError("redis.socket_timeout", cfg.redis.socket_timeout, "more than pool.claim_timeout")
+    for name, text in (("redis.prefix", cfg.redis.prefix), ("pool.queue", p.queue)):
+        if not text or any(c in text for c in "{}: \t\n"):
+            raise ConfigError(name, text, "a non-empty name without braces, colons or spaces")
+    if not p.host_id:
+        p.host_id = socket.gethostname()
+    if any(c in p.host_id for c in "{}: \t\n|"):
+        raise ConfigError("pool.host_id", p.host_id, "a name without braces, colons, bars or spaces")
+    for i, root in enumerate(p.input_roots):
+        if not os.path.isabs(root):
+            raise ConfigError(f"pool.input_roots[{i}]", root, "an absolute path")
+    heap = cfg.extract.jvm_heap
+    if not (heap[:-1].isdigit() and heap[-1].lower() in "kmg") and not heap.isdigit():
+        raise ConfigError("extract.jvm_heap", heap, 'a JVM size such as "512m"')
+    for name, h in cfg.handlers.items():
+        if name == "parse_markdown":
+            raise ConfigError(f"handlers.{name}", name, "a name other than the built-in parse_markdown")
+        if not h.command:
+            raise ConfigError(f"handlers.{name}.command", h.command, "a non-empty argv list")
+        if not h.timeout > 0:
+            raise ConfigError(f"handlers.{name}.timeout", h.timeout, "a positive number of seconds")
+    listen = cfg.metrics.listen
+    if listen:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError("metrics.listen", listen, '"host:port" or "" to disable')
+    state = Path(p.state_dir) if p.state_dir else _state_dir(env)
+    p.state_dir = str(state)
+    if not p.results_dir:
+        p.results_dir = str(state / "results")
+    if not cfg.status.socket:
+        cfg.status.socket = str(_runtime_dir(env) / "status.sock")

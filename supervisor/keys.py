@@ -1,0 +1,66 @@
+"""Every Redis key name tender-pool uses, in one place.
+
+All keys share the hash tag ``{<queue>}`` (``tp:{tender_parse}:…``) so that every Lua script touches
+one Redis Cluster slot; scripts receive every key as KEYS and never build names themselves. The price,
+stated plainly: the whole pool lives on one shard.
+
+| key | type | what |
+|---|---|---|
+| ``ready:hi`` / ``ready:lo`` | list | job ids; producers LPUSH, slots pop the RIGHT end; ``hi`` = interactive |
+| ``proc:<host>:<inc>:<slot>.<n>`` | list | one slot incarnation's claimed ids (BLMOVE target) |
+| ``proclists`` | hash | processing list → ``<host>|<incarnation>`` (who owns it) |
+| ``started`` | hash | job id → claim stamp, ms (Redis TIME); the reaper stamps any entry without one |
+| ``job:<id>`` | hash | the job record (``types.JobRecord``) |
+| ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
+| ``wait:<user>`` | list | the user's parked job ids, FIFO |
+| ``waitusers`` | set | users with parked jobs (for the lost-promotion sweep) |
+| ``deps:<id>`` | list | jobs parked until ``<id>`` ends |
+| ``delayed`` | zset | job id → due ms, business retries with backoff |
+| ``dead`` | list | dead-letter entries ``{raw, reason, at}`` |
+| ``host:<host>`` | string | liveness of a host's supervisor: its incarnation, PX 3 × heartbeat |
+| ``reaper`` | string | lease: one reaper per Redis at a time (correctness does not depend on it) |
+| ``finished`` | zset | job id → finish ms, for history and retention |
+"""
+
+from __future__ import annotations
+
+
+class Keys:
+    WAKE = "~wake"  # token pushed to the front of ready:lo so a slot blocked there looks at ready:hi
+
+    def __init__(self, prefix: str, queue: str):
+        self.base = f"{prefix}:{{{queue}}}"
+        self.ready_hi = f"{self.base}:ready:hi"
+        self.ready_lo = f"{self.base}:ready:lo"
+        self.proclists = f"{self.base}:proclists"
+        self.started = f"{self.base}:started"
+        self.waitusers = f"{self.base}:waitusers"
+        self.delayed = f"{self.base}:delayed"
+        self.dead = f"{self.base}:dead"
+        self.reaper = f"{self.base}:reaper"
+        self.finished = f"{self.base}:finished"
+
+    def ready(self, priority: str) -> str:
+        return self.ready_hi if priority == "interactive" else self.ready_lo
+
+    def proc(self, host_id: str, incarnation: str, slot: int, seq: int) -> str:
+        return f"{self.base}:proc:{host_id}:{incarnation}:{slot}.{seq}"
+
+    @property
+    def proc_pattern(self) -> str:
+        return f"{self.base}:proc:*"
+
+    def job(self, job_id: str) -> str:
+        return f"{self.base}:job:{job_id}"
+
+    def lock(self, user: str) -> str:
+        return f"{self.base}:lock:{user}"
+
+    def wait(self, user: str) -> str:
+        return f"{self.base}:wait:{user}"
+
+    def deps(self, job_id: str) -> str:
+        return f"{self.base}:deps:{job_id}"
+
+    def host(self, host_id: str) -> str:
+        return f"{self.base}:host:{host_id}"

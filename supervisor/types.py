@@ -1,0 +1,226 @@
+"""Every value that crosses a process or Redis boundary, as msgspec Structs, plus the state enums.
+
+A leaf module: it imports nothing of ours, so slots, the CLI and the supervisor can all share it.
+
+Timestamps inside Redis are integer milliseconds from Redis ``TIME`` (hosts' clocks differ; see the
+research notes, lesson 23); they are rendered as RFC 3339 UTC only at the edge (``JobView``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+from typing import Any, Literal
+
+import msgspec
+
+
+class JobState(str, enum.Enum):
+    QUEUED = "queued"
+    WAITING = "waiting"  # parked behind the user's lock or an `after` dependency
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    DEAD = "dead"  # an entry that could not be decoded
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.SKIPPED, JobState.DEAD}
+)
+
+
+class ErrorKind(str, enum.Enum):
+    TIMEOUT = "timeout"
+    HANDLER_FAILED = "handler_failed"
+    BAD_OUTPUT = "bad_output"
+    OUTSIDE_ROOTS = "outside_roots"
+    FILE_NOT_FOUND = "file_not_found"
+    DEPENDENCY_FAILED = "dependency_failed"
+    CRASH_CAP = "crash_cap"
+    CANCELLED = "cancelled"
+    UNDECODABLE = "undecodable"
+    ENCRYPTED = "encrypted"
+    CORRUPT = "corrupt"
+    EMPTY = "empty"
+    OLD_FORMAT = "old-format"
+    UNSUPPORTED = "unsupported"
+    TOO_LARGE = "too-large"
+
+    @property
+    def retried(self) -> bool:
+        """Only these are retried up to max_tries; every other kind is final at once (CONTRACT.md)."""
+        return self in (ErrorKind.HANDLER_FAILED, ErrorKind.BAD_OUTPUT)
+
+
+class SlotState(str, enum.Enum):
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPING = "stopping"
+    OFFLINE = "offline"
+    CRASH_LOOPING = "crash-looping"
+
+
+Priority = Literal["interactive", "bulk"]
+
+
+class JobError(msgspec.Struct):
+    kind: str
+    message: str
+
+
+class JobRecord(msgspec.Struct, forbid_unknown_fields=True):
+    """The job hash in Redis, decoded. Field names are the hash's field names."""
+
+    id: str
+    kind: str
+    user: str
+    payload: dict[str, Any]
+    priority: Priority = "bulk"
+    after: list[str] = []
+    state: JobState = JobState.QUEUED
+    attempts: int = 0
+    tries: int = 0
+    interruptions: int = 0
+    crashes: int = 0
+    waits: int = 0
+    created_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    worker: str | None = None
+    token: str | None = None
+    timeout_ms: int | None = None
+    cancel: bool = False
+    error: JobError | None = None
+    result: dict[str, Any] | None = None
+
+
+class SubmitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """What a producer hands us: through `tender-pool submit`, the library, or a raw JSON entry
+    pushed onto the ready list by a producer that can only LPUSH."""
+
+    kind: str
+    user: str
+    payload: dict[str, Any] = {}
+    id: str | None = None
+    after: list[str] = []
+    priority: Priority = "bulk"
+
+
+class HandlerInput(msgspec.Struct):
+    """One JSON object on a command handler's stdin (CONTRACT.md, "Command handlers")."""
+
+    id: str
+    kind: str
+    user: str
+    payload: dict[str, Any]
+    attempt: int
+
+
+class HandlerFailure(msgspec.Struct):
+    error: JobError
+
+
+class Outcome(msgspec.Struct):
+    """What the runner concluded about one attempt; the slot turns it into one settle call."""
+
+    status: Literal["completed", "failed", "interrupted"]
+    result: dict[str, Any] | None = None
+    error: JobError | None = None
+    final: bool = False  # the handler said so (exit 3): no retry whatever the kind
+    ran: bool = True  # False for rejections before any process started: not a business try
+    signals: list[str] = []  # signals the runner had to send (for logs and metrics)
+
+
+def rfc3339(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+class JobView(msgspec.Struct):
+    """`job --json`: exactly the contract's field set."""
+
+    id: str
+    kind: str
+    user: str
+    state: str
+    priority: str
+    payload: dict[str, Any]
+    after: list[str]
+    attempts: int
+    tries: int
+    interruptions: int
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    worker: str | None
+    error: JobError | None
+    result: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, rec: JobRecord) -> "JobView":
+        return cls(
+            id=rec.id,
+            kind=rec.kind,
+            user=rec.user,
+            state=rec.state.value,
+            priority=rec.priority,
+            payload=rec.payload,
+            after=rec.after,
+            attempts=rec.attempts,
+            tries=rec.tries,
+            interruptions=rec.interruptions,
+            created_at=rfc3339(rec.created_at),
+            started_at=rfc3339(rec.started_at),
+            finished_at=rfc3339(rec.finished_at),
+            worker=rec.worker,
+            error=rec.error,
+            result=rec.result,
+        )
+
+
+# --- slot -> supervisor reports (over the slot's pipe) ------------------------------------------
+
+
+class Beat(msgspec.Struct, tag="beat"):
+    """Sent at least every heartbeat/3 seconds, idle or busy: the slot's loop is alive."""
+
+
+class Busy(msgspec.Struct, tag="busy"):
+    """The slot holds the user's lock and is about to run this attempt. ``child_pid`` follows in
+    a second report once the child exists, so the supervisor can kill its tree if the slot dies."""
+
+    job_id: str
+    kind: str
+    user: str
+    file: str | None
+    token: str
+    attempt: int
+    started_ms: int
+    child_pid: int | None = None
+
+
+class Idle(msgspec.Struct, tag="idle"):
+    pass
+
+
+class Finished(msgspec.Struct, tag="finished"):
+    """One attempt's end, for the supervisor's counters."""
+
+    kind: str
+    outcome: str  # completed | failed | retried | interrupted | fenced | parked | dead
+    error_kind: str | None = None
+    duration_s: float = 0.0
+    killed: list[str] = []
+
+
+SlotReport = Beat | Busy | Idle | Finished

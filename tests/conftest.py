@@ -1,0 +1,304 @@
+"""Fixtures for every test: real redis-server processes and real daemons, each fully isolated.
+
+- ``redis_server``: a private redis-server on a Unix socket in the test's temp dir (AOF on, fsync
+  always so a SIGKILLed server keeps every acknowledged write); ``restart()``/``stop()``/``start()``
+  for outage tests. Never the shared server on 6379.
+- ``daemon``: starts ``tender-pool run`` as a subprocess with its own config: key prefix, host_id,
+  status socket, no metrics port, test-sized heartbeats and timeouts.
+- Every process a test starts carries ``TENDER_POOL_TEST_SESSION``; a session-end sweep kills any
+  left running. With ``CI`` set, a skipped test fails the run: CI has everything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+JOBS = REPO / "tests" / "jobs"
+SESSION = uuid.uuid4().hex
+os.environ["TENDER_POOL_TEST_SESSION"] = SESSION
+PYTHON = sys.executable
+TENDER_POOL = str(Path(sys.executable).with_name("tender-pool"))
+
+
+def wait_until(pred, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class RedisServer:
+    def __init__(self, root: Path):
+        self.dir = root / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.sock = str(self.dir / "redis.sock")
+        self.url = f"unix://{self.sock}"
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        redis_bin = shutil.which("redis-server")
+        if not redis_bin:
+            pytest.fail("redis-server is not installed (apt-get install redis-server)")
+        self.proc = subprocess.Popen(
+            [redis_bin, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
+             "--dir", str(self.dir), "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+             "--maxmemory-policy", "noeviction", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_until(lambda: self._ping(), 10, what="redis-server to answer")
+
+    def _ping(self) -> bool:
+        try:
+            return redis.Redis(unix_socket_path=self.sock).ping()
+        except redis.RedisError:
+            return False
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=self.sock)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+
+    def restart(self, down_for: float = 0.0, sig: int = signal.SIGTERM) -> None:
+        self.stop(sig)
+        time.sleep(down_for)
+        self.start()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    srv = RedisServer(tmp_path)
+    yield srv
+    srv.stop(signal.SIGKILL)
+
+
+def write_config(path: Path, *, redis_url: str, prefix: str, host_id: str, workers: int = 2,
+                 heartbeat: float = 0.5, extra: str = "", handlers: str | None = None,
+                 input_roots: list[str] | None = None, state_dir: Path) -> Path:
+    beh = f'["{PYTHON}", "{JOBS / "behave.py"}"]'
+    if handlers is None:
+        handlers = f"""
+[handlers.behave]
+command = {beh}
+timeout = 10
+
+[handlers.slow]
+command = {beh}
+timeout = 1.5
+
+[handlers.noop]
+command = ["/bin/sh", "-c", "cat >/dev/null; echo '{{}}'"]
+timeout = 10
+"""
+    roots = ", ".join(f'"{r}"' for r in (input_roots or []))
+    path.write_text(f"""
+[redis]
+url = "{redis_url}"
+prefix = "{prefix}"
+socket_timeout = 3
+
+[pool]
+worker_count = {workers}
+host_id = "{host_id}"
+heartbeat = {heartbeat}
+kill_grace = 0.5
+drain_timeout = 5
+max_tries = 3
+retry_backoff = 0.05
+claim_timeout = 0.5
+input_roots = [{roots}]
+state_dir = "{state_dir}"
+{extra}
+
+[status]
+socket = "{state_dir}/status.sock"
+
+[metrics]
+listen = ""
+{handlers}
+""")
+    return path
+
+
+class Daemon:
+    def __init__(self, cfg_path: Path, env: dict, log_path: Path):
+        self.cfg_path = cfg_path
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Daemon":
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([TENDER_POOL, "run", "-c", str(self.cfg_path)], env=self.env,
+                                     stdout=self.log, stderr=self.log, start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc
+        return self.proc.pid
+
+    def slot_pids(self) -> list[int]:
+        import psutil
+        try:
+            return [c.pid for c in psutil.Process(self.pid).children() if "slot" in " ".join(c.cmdline())]
+        except psutil.Error:
+            return []
+
+    def wait_slots(self, n: int, timeout: float = 15) -> list[int]:
+        return wait_until(lambda: (lambda p: p if len(p) == n else None)(self.slot_pids()), timeout,
+                          what=f"{n} slots")
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                raise
+        return self.proc.returncode if self.proc else 0
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class Harness:
+    """One test's world: a Redis, a prefix, and helpers to start daemons and submit jobs."""
+
+    def __init__(self, tmp_path: Path, redis_server: RedisServer):
+        self.tmp = tmp_path
+        self.redis = redis_server
+        self.prefix = "t" + uuid.uuid4().hex[:8]
+        self.r = redis_server.client()
+        self.daemons: list[Daemon] = []
+        self.records = tmp_path / "records"
+        self.records.mkdir()
+        self.faults = tmp_path / "faults"
+        self.faults.mkdir()
+
+    def config(self, name: str = "a", **kw) -> Path:
+        state = self.tmp / f"state-{name}"
+        state.mkdir(exist_ok=True)
+        return write_config(self.tmp / f"{name}.toml", redis_url=self.redis.url, prefix=self.prefix,
+                            host_id=kw.pop("host_id", f"h{name}-{self.prefix}"), state_dir=state, **kw)
+
+    def env(self, faults: str = "") -> dict:
+        env = dict(os.environ)
+        env.pop("TENDER_PARSE_WORKER_COUNT", None)
+        env.pop("TENDER_POOL_REDIS_URL", None)
+        if faults:
+            env["TENDER_POOL_FAULTS"] = faults
+            env["TENDER_POOL_FAULT_DIR"] = str(self.faults)
+        return env
+
+    def daemon(self, name: str = "a", faults: str = "", start: bool = True, **kw) -> Daemon:
+        cfg = self.tmp / f"{name}.toml"
+        if kw or not cfg.exists():
+            cfg = self.config(name, **kw)
+        d = Daemon(cfg, self.env(faults), self.tmp / f"daemon-{name}.log")
+        self.daemons.append(d)
+        return d.start() if start else d
+
+    def queue(self, name: str = "a"):
+        from tender_pool.slots.queue import Queue, connect
+        from tender_pool.supervisor.config import load
+        from tender_pool.supervisor.keys import Keys
+        cfg = load(str(self.tmp / f"{name}.toml"), {})
+        return Queue(connect(cfg.redis.url), Keys(cfg.redis.prefix, cfg.pool.queue))
+
+    def cli(self, *args: str, name: str = "a", timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run([TENDER_POOL, *args, "-c", str(self.tmp / f"{name}.toml")], env=self.env(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def submit(self, kind: str = "behave", user: str = "u1", payload: dict | None = None, name: str = "a",
+               **kw) -> str:
+        from tender_pool.supervisor.types import SubmitRequest
+        created, jid, _ = self.queue(name).enqueue(SubmitRequest(kind=kind, user=user, payload=payload or {}, **kw))
+        return jid
+
+    def job(self, jid: str, name: str = "a"):
+        return self.queue(name).get(jid)
+
+    def wait_state(self, jid: str, states=("completed",), timeout: float = 20, name: str = "a"):
+        def done():
+            j = self.job(jid, name)
+            return j if j and j.state.value in states else None
+        try:
+            return wait_until(done, timeout, what=f"job {jid} in {states}")
+        except AssertionError:
+            j = self.job(jid, name)
+            raise AssertionError(f"job {jid} is {j and j.state.value}: {j}\n--- logs ---\n" +
+                                 "\n".join(d.logs()[-3000:] for d in self.daemons))
+
+    def fault_pid(self, name: str, timeout: float = 15) -> int:
+        f = self.faults / name
+        wait_until(lambda: f.exists() and f.read_text(), timeout, what=f"fault {name}")
+        pid = int(f.read_text())
+        import psutil
+        wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, 5, what="SIGSTOP")
+        return pid
+
+    def close(self) -> None:
+        for d in self.daemons:
+            if d.proc and d.proc.poll() is None:
+                try:
+                    os.killpg(d.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                d.proc.wait(10)
+
+
+@pytest.fixture
+def h(tmp_path, redis_server):
+    harness = Harness(tmp_path, redis_server)
+    yield harness
+    harness.close()
+
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Session-end sweep: kill whatever a test left running (daemons, slots, jobs, redis-servers).
+    me = os.getpid()
+    needle = f"TENDER_POOL_TEST_SESSION={SESSION}".encode()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            if needle in (d / "environ").read_bytes().split(b"\0"):
+                os.kill(int(d.name), signal.SIGKILL)
+        except OSError:
+            pass
+    if os.environ.get("CI") and _skipped:
+        print(f"\nCI is set and {len(_skipped)} test(s) were skipped: {_skipped}", file=sys.stderr)
+        session.exitstatus = 1

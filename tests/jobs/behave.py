@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A command handler that misbehaves on request, for the daemon's tests.
+
+payload keys (all optional): record (a directory: write <id>.<attempt>.start/.end with times),
+sleep (seconds), exit (status), stdout (raw text to print instead of a JSON object), final_error
+(exit 3 with {"error": …}), escape (spawn a setsid grandchild and a double-forked child that sleep
+forever, writing their pids to <record>/<id>.escaped), ignore_term (ignore SIGTERM), fail_until
+(fail with exit 1 while attempt < this), crash_slot (SIGKILL the parent slot process).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+job = json.load(sys.stdin)
+p = job["payload"]
+rec = p.get("record")
+
+
+def mark(what):
+    if rec:
+        with open(os.path.join(rec, f"{job['id']}.{job['attempt']}.{what}"), "w") as f:
+            f.write(json.dumps({"t": time.time(), "user": job["user"], "pid": os.getpid(),
+                                "attempt_env": os.environ.get("TENDER_POOL_ATTEMPT")}))
+
+
+mark("start")
+if p.get("ignore_term"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if p.get("escape"):
+    a = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(300)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    if rec:
+        with open(os.path.join(rec, f"{job['id']}.escaped"), "w") as f:
+            f.write(str(a.pid))
+if p.get("crash_slot"):
+    os.kill(os.getppid(), signal.SIGKILL)
+if p.get("sleep"):
+    end = time.time() + float(p["sleep"])
+    while time.time() < end:
+        time.sleep(min(0.05, max(0.0, end - time.time())))
+mark("end")
+if job["attempt"] < p.get("fail_until", 0):
+    print("failing on purpose", file=sys.stderr)
+    sys.exit(1)
+if "final_error" in p:
+    print(json.dumps({"error": {"kind": p["final_error"], "message": "the handler gave up"}}))
+    sys.exit(3)
+if "stdout" in p:
+    sys.stdout.write(p["stdout"])
+    sys.exit(p.get("exit", 0))
+if p.get("exit"):
+    sys.exit(p["exit"])
+print(json.dumps({"echo": p.get("echo"), "attempt": job["attempt"], "user": job["user"]}))
