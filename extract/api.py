@@ -8,6 +8,8 @@ CLI behaviour of ``main_extract`` (what ``tender-pool extract FILE [--json] [--t
 * success: exit 0; Markdown on stdout, or with ``--json`` the extraction JSON.
 * extraction failure: exit 3; with ``--json`` ``{"error": {"kind", "message"}}`` on stdout, without
   it one line ``extract: <kind>: <message>`` on stderr.
+* an empty document raises ``empty``; a workbook whose sheets hold no values is still returned (its
+  sheet names and headers are content) with the warning "the workbook has no cell values".
 * a missing or unreadable FILE is treated as a failure of that file, not a usage error: exit 3 with
   kind ``file_not_found`` (a contract error kind), so scripts get the same JSON shape for every
   per-file problem. Exit 2 stays for click's own usage errors (bad options), raised before this runs.
@@ -113,7 +115,10 @@ def extract(path: str, *, timeout: float | None = None, jvm_heap: str = "512m", 
     t2 = time.monotonic()
     meta = rendered.meta or Meta()
     if not _has_content(blocks):
-        raise ExtractError("empty", "the document contains no text")
+        if not rendered.sheets:
+            raise ExtractError("empty", "the document contains no text")
+        # A workbook's sheet names are content (and all a caller can list); say it is empty instead.
+        rendered.warnings.append("the workbook has no cell values")
     out_timings = {"extraction": round(t1 - t0, 4), "conversion": round(t2 - t1, 4)}
     if "jvm" in timings:
         out_timings["jvm"] = round(timings["jvm"], 4)

@@ -1,10 +1,10 @@
 """Blocks → Markdown for a language model.
 
-Merged cells — the one rule: **every cell covered by a merge repeats the merged value** (docling's
-policy). A horizontal span writes the text into each column it covers, a vertical span into each row.
-Why: an LLM reads a GFM table row by row; a row that says ``| | 二级指标 |`` loses the category it
-belongs to, while repetition keeps each row self-contained and no value can vanish. The cost is some
-duplicated text in title rows, which is cheap.
+Merged cells — the one rule: **a merged value is written once in every row the merge covers, in the
+merge's first column; the other columns it covers in that row hold ``←``** ("same as the cell to the
+left"). So a vertically merged category (``商务部分`` over three rows) is repeated on each row and every
+row stays self-contained for an LLM reading row by row, while a title merged across 30 columns is not
+written 30 times. No value can vanish: the text is always in the merge's first column.
 
 Word table grids are rebuilt, not trusted from cell counts: when cells carry ``left``/``width``
 (POI/HWPF) the column boundaries are the union of all cell edges, so a LibreOffice horizontal merge
@@ -30,6 +30,7 @@ import msgspec
 from .blocks import Block, Cell, End, Failure, Image, Meta, Para, Sheet, Table, TableBlock
 from .errors import ExtractError
 
+COVERED = "←"  # a column covered by a horizontal merge
 EDGE_TOLERANCE = 30  # twips; Word rounds cell edges differently per row
 
 
@@ -114,7 +115,7 @@ def _grid_from_edges(rows: list[list[Cell]]):
                 if above is not None and (not text or text == above):
                     text = above
             for ci in range(a, b):
-                grid[ri][ci] = text
+                grid[ri][ci] = text if ci == a else COVERED
                 origin_text[ri][ci] = text
             if cell.table is not None:
                 nested.append((ri, a, cell.table))
@@ -139,9 +140,9 @@ def _grid_from_spans(rows: list[list[Cell]]):
                 if not text or text == above:
                     text = above
             for k in range(span):
-                line[col + k] = text
+                line[col + k] = text if k == 0 else COVERED
                 for rr in range(1, max(1, cell.rowspan)):
-                    occupied[(ri + rr, col + k)] = text
+                    occupied[(ri + rr, col + k)] = text if k == 0 else COVERED
             if cell.table is not None:
                 nested.append((ri, col, cell.table))
             col += span
@@ -234,7 +235,7 @@ def sheet_grid(sheet: Sheet) -> list[list[str]]:
             continue
         for r in range(m.r1, m.r2 + 1):
             for c in range(m.c1, m.c2 + 1):
-                values.setdefault((r, c), v)
+                values.setdefault((r, c), v if c == m.c1 else COVERED)
     if not values:
         return []
     ncols = max(c for _, c in values) + 1
@@ -328,7 +329,8 @@ def render(blocks: list[Block]) -> Rendered:
         elif isinstance(b, End):
             continue
     out = list(body)
-    for story in ("header", "footer", "footnote", "endnote", "comment", "textbox"):
+    # Word's own story order (main, footnotes, headers/footers, comments, endnotes, text boxes).
+    for story in ("footnote", "header", "footer", "comment", "endnote", "textbox"):
         if stories.get(story):
             out += [f"## [{_STORY_TITLES[story]}]", ""] + stories[story]
     while out and not out[-1]:

@@ -45,6 +45,16 @@ def _hf_text(hf) -> str:
     return text.replace("&P", "{PAGE}").replace("&N", "{NUMPAGES}").replace("&&", "&")
 
 
+def _compute(evaluator, formula: str, sheet: str) -> float | None:
+    from .formula import Unsupported
+
+    try:
+        v = evaluator.evaluate(formula, sheet)
+    except (Unsupported, ValueError, TypeError, OverflowError, ZeroDivisionError, RecursionError):
+        return None
+    return v if isinstance(v, (int, float)) else None
+
+
 def read_xlsx(path: str) -> list[Block]:
     import openpyxl
 
@@ -67,7 +77,11 @@ def read_xlsx(path: str) -> list[Block]:
     except Exception as exc:  # lxml/openpyxl internals raise many types on damaged parts
         raise ExtractError("corrupt", f"unreadable workbook ({short(exc)})") from None
     blocks: list[Block] = [Meta(format="xlsx", engine="openpyxl")]
-    uncached = 0
+    uncached = computed = 0
+    evaluator = None
+    if wb_f is not None:
+        from .formula import Evaluator
+        evaluator = Evaluator(wb_f)
     for ws in wb.worksheets:
         cells: list[SheetCell] = []
         ws_f = wb_f[ws.title] if wb_f is not None else None
@@ -78,8 +92,14 @@ def read_xlsx(path: str) -> list[Block]:
                     if ws_f is not None:
                         fv = ws_f.cell(row=c.row, column=c.column).value
                         if isinstance(fv, str) and fv.startswith("="):
-                            cells.append(SheetCell(c.row - 1, c.column - 1, fv, "formula"))
-                            uncached += 1
+                            value = _compute(evaluator, fv, ws.title)
+                            if value is None:
+                                cells.append(SheetCell(c.row - 1, c.column - 1, fv, "formula"))
+                                uncached += 1
+                            else:
+                                text = format_value(value, c.number_format, is_date=False)
+                                cells.append(SheetCell(c.row - 1, c.column - 1, text, "number"))
+                                computed += 1
                     continue
                 if isinstance(v, str):
                     if v == "":
@@ -107,6 +127,9 @@ def read_xlsx(path: str) -> list[Block]:
             fmt = (getattr(img, "format", "") or "").lower()
             blocks.append(Image(type=fmt, width=getattr(img, "width", None), height=getattr(img, "height", None),
                                 sheet=ws.title, row=row, col=col))
+    if computed:
+        warns.append(f"{computed} formula cells had no cached result; their values were computed by "
+                     "tender-pool's small formula evaluator (arithmetic, SUM/AVERAGE/MIN/MAX/COUNT/ROUND)")
     if uncached:
         warns.append(f"{uncached} formula cells have no cached result (the file was written without "
                      "calculation); their formula text is shown instead")
