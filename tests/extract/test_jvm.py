@@ -88,7 +88,7 @@ def text_of(blocks) -> str:
         elif isinstance(b, TableBlock):
             table(b.table)
         elif isinstance(b, Sheet):
-            parts.append(b.header)
+            parts += [b.name, b.header]  # sheet names are text too (DBCSSheetName.xls has nothing else)
             parts.extend(c.v for c in b.cells)
             parts.append(b.footer)
     return "\n".join(parts)
@@ -268,12 +268,25 @@ def test_run_cold_ok_and_typed_errors(jvm_build, corpus_dir):
     assert isinstance(jvm.run_cold(f / "Simple.xls", "doc", timeout=PER_FILE_TIMEOUT)[1], Sheet)
 
 
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a group; zombies are dead, just not yet reaped by their parent."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            out.append(int(d.name))
+    return out
+
+
 def _gone(pgid: int, within: float = 5.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not _group_members(pgid):
             return True
         time.sleep(0.05)
     return False
@@ -323,6 +336,10 @@ def test_warm_stopped_jvm_is_killed_at_timeout(jvm_build, corpus_dir):
         w.extract(f / "simple.doc", "doc", timeout=PER_FILE_TIMEOUT)
         pid = w.pid
         os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"T":
+            assert time.monotonic() < deadline, "SIGSTOP not delivered"
+            time.sleep(0.01)
         t0 = time.monotonic()
         with pytest.raises(jvm.JvmError) as ei:
             w.extract(f / "simple.doc", "doc", timeout=1.0)
