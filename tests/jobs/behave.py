@@ -2,7 +2,7 @@
 """A command handler that misbehaves on request, for the daemon's tests.
 
 payload keys (all optional): record (a directory: write <id>.<attempt>.start/.end with times),
-sleep (seconds), exit (status), stdout (raw text to print instead of a JSON object), final_error
+sleep (seconds; with sleep_once only on attempt 1), exit (status), stdout (raw text to print instead of a JSON object), final_error
 (exit 3 with {"error": …}), escape (spawn a setsid grandchild and a double-forked child that sleep
 forever, writing their pids to <record>/<id>.escaped), ignore_term (ignore SIGTERM), fail_until
 (fail with exit 1 while attempt < this), crash_slot (SIGKILL the parent slot process).
@@ -43,7 +43,7 @@ if p.get("escape"):
             f.write(str(a.pid))
 if p.get("crash_slot"):
     os.kill(os.getppid(), signal.SIGKILL)
-if p.get("sleep"):
+if p.get("sleep") and not (p.get("sleep_once") and job["attempt"] > 1):
     end = time.time() + float(p["sleep"])
     while time.time() < end:
         time.sleep(min(0.05, max(0.0, end - time.time())))

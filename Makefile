@@ -1,0 +1,38 @@
+# The two commands of the README. Both work on a fresh Debian machine as root (or with sudo):
+#   make run   — install what is missing, start a local Redis and the daemon, run sample jobs, show them
+#   make test  — install what is missing, then the whole test suite
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+APT_PACKAGES := redis-server python3-venv default-jdk-headless libapache-poi-java antiword procps
+
+.PHONY: setup deps venv jvm run test bench clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+venv: deps
+	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+
+jvm: deps
+	@if [ -x jvm/build.sh ]; then bash jvm/build.sh; fi
+
+setup: venv jvm
+
+run: setup
+	@bash deploy/quickstart.sh
+
+test: setup
+	@$(PY) -m pytest -q
+
+bench: setup
+	@$(PY) bench/bench_pool.py
+
+clean:
+	rm -rf $(VENV) jvm/build
