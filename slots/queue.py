@@ -259,7 +259,7 @@ class Queue:
         return bool(
             self._scripts["deadletter"](
                 keys=[proc, self.k.dead, self.k.job(job_id), self.k.finished, self.k.deps(job_id), self.k.ready_lo],
-                args=[entry, reason, retention_s, dump],
+                args=[entry, reason, retention_s, dump, entry.decode("utf-8", "backslashreplace")],
             )
         )
 

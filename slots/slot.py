@@ -55,6 +55,7 @@ class Slot:
         self.q: Queue | None = None
         self.last_beat = 0.0
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
+        self.last_cancel_poll = 0.0
 
     # --- process plumbing -------------------------------------------------------------------------
 
@@ -243,6 +244,10 @@ class Slot:
         self.beat(force=True)
         if self.aborting:
             return "abort"
+        now = time.monotonic()
+        if now - self.last_cancel_poll < 1.0:
+            return None
+        self.last_cancel_poll = now
         try:
             assert self.q is not None
             if self.q.is_cancelled(job.id):

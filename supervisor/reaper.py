@@ -28,6 +28,7 @@ from .keys import Keys
 
 STUCK_MARGIN_S = 30.0
 FULL_SCAN_EVERY_S = 60.0
+SWEEP_EVERY_S = 5.0
 
 
 class Housekeeper(threading.Thread):
@@ -57,17 +58,25 @@ class Housekeeper(threading.Thread):
         self.hb_ttl_ms = int(cfg.pool.heartbeat * 3 * 1000)
 
     def run(self) -> None:
-        period = min(1.0, self.cfg.pool.heartbeat / 3)
+        """Heartbeat every heartbeat/3 s; reap every heartbeat (capped at 1 s: a dead remote host's jobs
+        come back within 3 heartbeats + 1 s); the waiter sweep and history trim every SWEEP_EVERY_S.
+        An idle pool therefore costs Redis a few commands per second, whatever is parked."""
+        period = self.cfg.pool.heartbeat / 3
         backoff = period
-        next_hb = 0.0
+        next_hb = next_reap = next_sweep = 0.0
         while not self.stop_event.is_set():
             now = time.monotonic()
             try:
                 with self.fork_lock:
                     if now >= next_hb:
                         self.heartbeat()
-                        next_hb = now + self.cfg.pool.heartbeat / 3
-                    self.reap(now)
+                        next_hb = now + period
+                    if now >= next_reap:
+                        self.reap(now)
+                        next_reap = now + min(1.0, self.cfg.pool.heartbeat)
+                    if now >= next_sweep:
+                        self.sweep()
+                        next_sweep = now + max(SWEEP_EVERY_S, 3 * self.cfg.pool.heartbeat)
                 self.redis_ok = True
                 backoff = period
             except redis.RedisError as e:
@@ -78,7 +87,7 @@ class Housekeeper(threading.Thread):
             except Exception:
                 self.log.exception("housekeeper_step_failed")
                 backoff = min(backoff * 2, 5.0)
-            self.stop_event.wait(backoff)
+            self.stop_event.wait(min(backoff, max(0.01, min(next_hb, next_reap) - time.monotonic())) if backoff == period else backoff)
 
     def heartbeat(self) -> None:
         """Refresh the host key only while it is still ours (a takeover by a newer incarnation wins)."""
@@ -105,6 +114,10 @@ class Housekeeper(threading.Thread):
                     lists[n] = self._owner_from_name(n)
         for proc, owner in lists.items():
             self.check_list(proc, owner)
+
+    def sweep(self) -> None:
+        """Promote waiters whose user nobody holds (a release lost with a crash); trim history."""
+        r = self.q.r
         for user in r.smembers(self.k.waitusers):
             promoted = self.q.unstick(user.decode(), self.cfg.lock_ttl_ms)
             if promoted:

@@ -104,6 +104,10 @@ timeout = 10
 command = {beh}
 timeout = 1.5
 
+[handlers.long]
+command = {beh}
+timeout = 60
+
 [handlers.noop]
 command = ["/bin/sh", "-c", "cat >/dev/null; echo '{{}}'"]
 timeout = 10
@@ -199,6 +203,7 @@ class Harness:
         self.records.mkdir()
         self.faults = tmp_path / "faults"
         self.faults.mkdir()
+        self._queues: dict = {}
 
     def config(self, name: str = "a", **kw) -> Path:
         state = self.tmp / f"state-{name}"
@@ -224,6 +229,11 @@ class Harness:
         return d.start() if start else d
 
     def queue(self, name: str = "a"):
+        if name not in self._queues:
+            self._queues[name] = self._make_queue(name)
+        return self._queues[name]
+
+    def _make_queue(self, name: str):
         from tender_pool.slots.queue import Queue, connect
         from tender_pool.supervisor.config import load
         from tender_pool.supervisor.keys import Keys
