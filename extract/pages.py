@@ -18,12 +18,12 @@ import math
 from .blocks import Block, Meta, Para, Sheet, TableBlock
 from .markdown import sheet_grid, table_grid
 
-CJK_PER_PAGE = 1100.0
-LATIN_PER_PAGE = 2600.0
+CJK_PER_PAGE = 900.0
+LATIN_PER_PAGE = 1500.0
 PARA_COST = 18.0  # characters' worth of space a paragraph break costs (line ends, spacing)
 ROW_COST = 40.0  # a table row: borders and padding
-ROWS_PER_PAGE = 48
-PAGE_WIDTH_CHARS = 110
+ROWS_PER_PAGE = 20
+PAGE_WIDTH_CHARS = 80
 
 
 def _is_wide(ch: str) -> bool:
