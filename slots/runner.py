@@ -58,6 +58,7 @@ class RunResult:
     stopped: str | None = None  # None, or why we killed it: timeout | cancel | abort
     signals: list[str] = field(default_factory=list)
     overflow: bool = False
+    kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
 
 
 def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> subprocess.Popen:
@@ -155,8 +156,10 @@ def run(
                     del err[: len(err) - STDERR_TAIL]
     sel.close()
     signals: list[str] = []
+    kill: KillReport | None = None
     if stopped:
-        signals = kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None)
+        kill = kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None)
+        signals = kill.signals
     for f in (proc.stdin, proc.stdout, proc.stderr):
         try:
             f.close()
@@ -166,7 +169,7 @@ def run(
         rc = proc.wait(timeout=kill_grace + 5)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed above; kernel will reap
         rc = None
-    return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow)
+    return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow, kill.stages if kill else None)
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -195,11 +198,22 @@ def _killpg(pgid: int, sig: int) -> bool:
         return False
 
 
-def kill_attempt(pid: int, marker: tuple[str, str], grace: float, exited: Callable[[], bool]) -> list[str]:
+@dataclass
+class KillReport:
+    """What kill_attempt did: the signals sent (for metrics) and, per stage, the pids it targeted,
+    the signal and how long the stage took (for the log line an operator reads after a timeout)."""
+
+    signals: list[str]
+    stages: list[dict]
+
+
+def kill_attempt(pid: int, marker: tuple[str, str], grace: float, exited: Callable[[], bool]) -> KillReport:
     """SIGTERM group + tree, ``grace`` seconds, SIGKILL group + tree + marker sweep. The child is
     its own session leader, so its pgid is its pid."""
     sent: list[str] = []
+    stages: list[dict] = []
     tree = _tree(pid)
+    t0 = time.monotonic()
     _killpg(pid, signal.SIGTERM)
     _signal_all(tree, signal.SIGTERM)
     sent.append("SIGTERM")
@@ -211,12 +225,21 @@ def kill_attempt(pid: int, marker: tuple[str, str], grace: float, exited: Callab
         time.sleep(0.02)
     else:
         sent.append("SIGKILL")
+    t1 = time.monotonic()
+    stages.append({"stage": "term", "signal": "SIGTERM", "pgid": pid, "pids": [p.pid for p in tree],
+                   "seconds": round(t1 - t0, 4)})
+    left = [p for p in tree if _alive(p)]
     _killpg(pid, signal.SIGKILL)
-    _signal_all([p for p in tree if _alive(p)], signal.SIGKILL)
-    if sweep_marker(marker[0], marker[1]):
-        if "SIGKILL" not in sent:
-            sent.append("SIGKILL")
-    return sent
+    _signal_all(left, signal.SIGKILL)
+    t2 = time.monotonic()
+    if "SIGKILL" in sent:
+        stages.append({"stage": "kill", "signal": "SIGKILL", "pgid": pid, "pids": [p.pid for p in left],
+                       "seconds": round(t2 - t1, 4)})
+    swept = sweep_marker(marker[0], marker[1])
+    stages.append({"stage": "sweep", "signal": "SIGKILL", "pids": swept, "seconds": round(time.monotonic() - t2, 4)})
+    if swept and "SIGKILL" not in sent:
+        sent.append("SIGKILL")
+    return KillReport(sent, stages)
 
 
 def _alive(p: psutil.Process) -> bool:
@@ -290,7 +313,9 @@ def reap_orphans(keep: set[int] = frozenset()) -> list[int]:  # type: ignore[ass
     deadline = time.monotonic() + 1.0
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            # with ``keep`` (the supervisor), never waitpid(-1): that would reap a sibling slot that
+            # just exited and steal its exit from the main loop's reap_children
+            pid, _ = os.waitpid(-1, os.WNOHANG) if not keep else _reap_one_except(keep)
         except ChildProcessError:
             break
         if pid:
@@ -301,3 +326,16 @@ def reap_orphans(keep: set[int] = frozenset()) -> list[int]:  # type: ignore[ass
             break
         time.sleep(0.005)
     return killed
+
+
+def _reap_one_except(keep: set[int]) -> tuple[int, int]:
+    for pid in own_children():
+        if pid in keep:
+            continue
+        try:
+            res = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if res[0]:
+            return res
+    return 0, 0

@@ -34,8 +34,9 @@ from tender_pool.supervisor.types import (
 )
 
 from . import faults, handlers, runner
+from .busy import BusyTracker
 from .heartbeat import Reporter
-from .queue import Queue, Started, Undecodable, connect, decode_submit
+from .queue import Queue, Started, Undecodable, _s, connect, decode_submit
 
 
 class Slot:
@@ -56,6 +57,7 @@ class Slot:
         self.last_beat = 0.0
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
         self.last_cancel_poll = 0.0
+        self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
 
     # --- process plumbing -------------------------------------------------------------------------
 
@@ -70,6 +72,8 @@ class Slot:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.title("idle")
         self.q = Queue(connect(self.cfg.redis.url, self.cfg.redis.socket_timeout), Keys(self.cfg.redis.prefix, self.cfg.pool.queue))
+        self.busy = BusyTracker(self.q.r, self.q.k, self.worker_id, self.cfg, self.log)
+        self.busy.clear_stale()
         self.reporter.send(Idle())
         backoff = 0.1
         while not self.stopping and os.getppid() == self.parent:
@@ -78,6 +82,7 @@ class Slot:
                 backoff = 0.1
             except redis.RedisError as e:
                 self.log.warning("redis_error", error=str(e), retry_in=backoff)
+                self.redis_errors += 1
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 self._recover_own()
@@ -85,6 +90,7 @@ class Slot:
                 self.log.exception("slot_step_failed")
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+        self.busy.clear_stale()
         self.log.info("slot_exit", stopping=self.stopping)
         return 0
 
@@ -102,7 +108,7 @@ class Slot:
         now = time.monotonic()
         if force or now - self.last_beat >= self.beat_every:
             self.last_beat = now
-            self.reporter.send(Beat())
+            self.reporter.send(Beat(redis_errors=self.redis_errors))
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -133,9 +139,13 @@ class Slot:
         if started.action != "run":
             self.report_not_run(job, started)
             return
-        outcome = self.execute(job, started)
-        faults.checkpoint("before_ack")
-        self.settle(job, started, outcome)
+        self.busy.set(job, started.attempt)  # only now: start.lua gave us the user's lock
+        try:
+            outcome = self.execute(job, started)
+            faults.checkpoint("before_ack")
+            self.settle(job, started, outcome)
+        finally:
+            self.busy.clear(job.id)
 
     def load(self, entry: bytes) -> JobRecord | None:
         """The claimed entry's job, or None after adopting / dead-lettering a raw entry."""
@@ -158,7 +168,10 @@ class Slot:
             return decode_job(h)
         except Undecodable as e:
             self.q.deadletter(self.proc, entry, str(e), self.retention)
-            self.log.warning("dead_letter", entry=entry[:200].decode("utf-8", "replace"), reason=str(e))
+            self.log.warning(
+                "dead_letter", job_id=_s(entry), entry=entry[:200].decode("utf-8", "replace"), reason=str(e),
+                kind=None, user=None, attempt=None,
+            )
             self.reporter.send(Finished(kind="?", outcome="dead", error_kind="undecodable"))
             return None
 
@@ -177,17 +190,20 @@ class Slot:
             try:
                 return self.q.start(self.proc, job, suffix=suffix, **args)  # type: ignore[arg-type]
             except redis.ConnectionError as e:
-                self.log.warning("start_retry", job_id=job.id, error=str(e))
+                self.log.warning("start_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=None, error=str(e))
                 self._sleep(min(0.1 * 2**attempt, 5.0))
         raise redis.ConnectionError("start.lua: Redis unreachable")
 
     def report_not_run(self, job: JobRecord, st: Started) -> None:
         detail = st.detail or []
         if st.action == "parked":
-            self.log.info("parked", job_id=job.id, user=job.user, reason=detail[0] if detail else "")
+            self.log.info("parked", job_id=job.id, kind=job.kind, user=job.user, attempt=job.attempts,
+                          reason=detail[0] if detail else "", on=detail[1] if len(detail) > 1 else None)
+            self.busy.note_parked(detail[0] if detail else "", detail[1] if len(detail) > 1 else "")
             self.reporter.send(Finished(kind=job.kind, outcome="parked", error_kind=detail[0] if detail else None))
         elif st.action == "ended":
-            self.log.info("ended_at_start", job_id=job.id, state=detail[0], error_kind=detail[1], message=detail[2])
+            self.log.info("ended_at_start", job_id=job.id, kind=job.kind, user=job.user, attempt=job.attempts,
+                          state=detail[0], error_kind=detail[1], message=detail[2])
             self.reporter.send(Finished(kind=job.kind, outcome=detail[0], error_kind=detail[1]))
         else:
             self.log.info("start_skipped", job_id=job.id, action=st.action, detail=detail)
@@ -233,6 +249,7 @@ class Slot:
             returncode=res.returncode,
             stopped=res.stopped,
             signals=res.signals,
+            kill=res.kill,
             leftovers=leftovers,
             seconds=round(time.monotonic() - t0, 4),
             outcome=outcome.status,
@@ -295,17 +312,19 @@ class Slot:
                 )
                 break
             except redis.ConnectionError as e:
-                self.log.warning("settle_retry", job_id=job.id, error=str(e))
+                self.log.warning("settle_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt, error=str(e))
                 self._sleep(min(0.1 * 2**attempt, 5.0))
         else:  # pragma: no cover
             raise redis.ConnectionError("settle: Redis unreachable")
-        self.log.info("settled", job_id=job.id, verdict=verdict if ok else "fenced", promoted=promoted or None)
+        self.log.info("settled", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
+                      verdict=verdict if ok else "fenced", promoted=promoted or None)
         self.reporter.send(
             Finished(
                 kind=job.kind,
                 outcome={"retry": "retried", "requeue": "interrupted"}.get(verdict, verdict) if ok else "fenced",
                 error_kind=outcome.error.kind if outcome.error else None,
                 killed=outcome.signals,
+                **self.busy.finished_fields(job, outcome),
             )
         )
         self.reporter.send(Idle())

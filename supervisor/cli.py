@@ -206,5 +206,98 @@ def cancel(job_id: str, config_path: str | None) -> None:
     sys.exit(0 if res[0] in ("cancelled", "signalled") else 1)
 
 
+EXIT_HEALTHY, EXIT_DEGRADED, EXIT_UNREACHABLE = 0, 1, 2
+
+
+def _status_once(cfg: Config, via_redis: bool) -> tuple[dict, str, int]:
+    """(JSON dict, text, exit code) for one look at the pool."""
+    from . import render
+    from .status_client import StatusUnavailable, redis_view, request
+    from .types import STATUS_PROTOCOL, StatusView
+
+    if via_redis:
+        v = msgspec.to_builtins(redis_view(cfg))
+        return v, render.format_redis_view(v), EXIT_HEALTHY if v["redis_ok"] else EXIT_DEGRADED
+    try:
+        reply = request(cfg.status.socket)
+        if not reply.ok or reply.status is None:
+            raise StatusUnavailable(cfg.status.socket, reply.error or "empty reply", listening=True)
+        view = reply.status
+    except StatusUnavailable as e:
+        view = StatusView(STATUS_PROTOCOL, cfg.pool.worker_count, None, None, None, None, None, None, None,
+                          None, None, None, None, [], host_id=cfg.pool.host_id, error=str(e))
+        d = msgspec.to_builtins(view)
+        return d, render.format_status(d), EXIT_UNREACHABLE
+    d = msgspec.to_builtins(view)
+    return d, render.format_status(d), EXIT_DEGRADED if view.problems else EXIT_HEALTHY
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status object (CONTRACT.md fields).")
+@click.option("--watch", is_flag=True, help="Refresh in place every --interval seconds until ^C.")
+@click.option("--interval", type=float, default=2.0, show_default=True, help="With --watch.")
+@click.option("--redis", "via_redis", is_flag=True, help="Ask Redis, not the local socket: every host's slots.")
+@config_option
+def status(as_json: bool, watch: bool, interval: float, via_redis: bool, config_path: str | None) -> None:
+    """Slots, queue, counters and Redis reachability. Exit 0 healthy, 1 degraded (a slot offline or
+    crash-looping, Redis unreachable, a job past its deadline), 2 daemon unreachable."""
+    cfg = _config(config_path)
+    while True:
+        d, text, code = _status_once(cfg, via_redis)
+        out = msgspec.json.encode(d).decode() if as_json else text
+        if watch:
+            click.echo("\x1b[H\x1b[2J" + out if not as_json else out)
+            try:
+                time.sleep(max(0.2, interval))
+            except KeyboardInterrupt:
+                sys.exit(code)
+            continue
+        click.echo(out)
+        sys.exit(code)
+
+
+@main.command()
+@click.option("--status", "states", multiple=True, help="Job state (completed, failed, cancelled, skipped, dead); repeatable.")
+@click.option("--user", help="Exactly this user.")
+@click.option("--file", "file_part", help="Substring of the input file's path (case-insensitive).")
+@click.option("--job-id", help="Exactly this job.")
+@click.option("--started-after", help="RFC 3339 time, date, or epoch seconds (inclusive).")
+@click.option("--started-before", help="(exclusive)")
+@click.option("--ended-after", help="(inclusive)")
+@click.option("--ended-before", help="(exclusive)")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--page-size", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print {page, page_size, total, items: [job --json objects]}.")
+@config_option
+def history(states: tuple[str, ...], user: str | None, file_part: str | None, job_id: str | None,
+            started_after: str | None, started_before: str | None, ended_after: str | None,
+            ended_before: str | None, page: int, page_size: int, as_json: bool, config_path: str | None) -> None:
+    """Finished jobs, newest first, from Redis (survives restarts; kept pool.result_retention seconds)."""
+    import redis
+
+    from . import render
+    from .history import HistoryFilter, parse_time, query
+    from .keys import Keys
+
+    cfg = _config(config_path)
+    times: dict[str, int | None] = {}
+    for name, val in (("started_after", started_after), ("started_before", started_before),
+                      ("ended_after", ended_after), ("ended_before", ended_before)):
+        try:
+            times[name] = parse_time(val) if val else None
+        except ValueError:
+            _fail(f"--{name.replace('_', '-')} {val!r}: an RFC 3339 time, a date, or epoch seconds", EXIT_BAD_INPUT)
+    flt = HistoryFilter(status=list(states), user=user, file=file_part, job_id=job_id, **times)
+    try:
+        q = _queue(cfg)
+        res = query(q.r, Keys(cfg.redis.prefix, cfg.pool.queue), flt, page=page, page_size=page_size)
+    except redis.RedisError as e:
+        _fail(f"Redis unreachable at {cfg.redis.url}: {e}", EXIT_REDIS)
+    if as_json:
+        click.echo(msgspec.json.encode(res).decode())
+    else:
+        click.echo(render.format_history(msgspec.to_builtins(res)))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

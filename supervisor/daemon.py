@@ -33,7 +33,9 @@ from tender_pool.slots.queue import Queue, connect
 from . import logs
 from .config import Config, ConfigError
 from .keys import Keys
+from .metrics import PoolCollector, PoolMetrics
 from .reaper import Housekeeper
+from .status_server import QueueProbe, SocketInUse, StatusBuilder, StatusServer
 from .types import Beat, Busy, Finished, Idle, SlotState
 
 FAST_DEATH_S = 5.0  # a slot that dies sooner than this after spawning counts toward a crash loop
@@ -100,6 +102,8 @@ class Supervisor:
         self.sel = selectors.DefaultSelector()
         self.q: Queue | None = None
         self.house: Housekeeper | None = None
+        self.metrics = PoolMetrics(cfg.kinds)  # observability: counted from slot reports, served in run()
+        self.status: StatusServer | None = None
 
     # --- start-up ---------------------------------------------------------------------------------
 
@@ -114,6 +118,13 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.sel.register(rfd, selectors.EVENT_READ, None)
         self.q = Queue(connect(self.cfg.redis.url, self.cfg.redis.socket_timeout), self.keys)
+        builder = self._observability()
+        try:
+            assert self.status is not None
+            self.status.open()  # refuses beside a live daemon on the same socket
+        except (SocketInUse, OSError) as e:
+            print(f"config: status.socket: {self.cfg.status.socket}: {e}", flush=True, file=__import__("sys").stderr)
+            return 2
         try:
             self.claim_host()
         except ConfigError as e:
@@ -130,8 +141,11 @@ class Supervisor:
             self.log.bind(component="housekeeper"),
             self.fork_lock,
             self.stuck.add,
+            slots_summary=builder.host_summary,
         )
         self.house.start()
+        self.status.start()
+        self._serve_metrics()
         self.log.info(
             "supervisor_started",
             host_id=self.cfg.pool.host_id,
@@ -143,8 +157,35 @@ class Supervisor:
             code = self.step(time.monotonic())
             if code is not None:
                 self.house.stop_event.set()
+                self.status.close()
+                self.metrics.stop()
                 self.log.info("supervisor_exit", code=code)
                 return code
+
+    def _observability(self) -> StatusBuilder:
+        """Status socket and metrics: both read the slot table and counters, and Redis through one
+        short-timeout probe (see status_server's docstring for the thread and fork_lock rules)."""
+        probe = QueueProbe.for_config(self.cfg)
+        builder = StatusBuilder(
+            self.cfg, self.slots, self.counters, probe, lambda: self.house, lambda: self.draining, self.incarnation
+        )
+        self.status = StatusServer(
+            self.cfg.status.socket, builder.handle, self.fork_lock, self.log.bind(component="status"), builder.tick
+        )
+        self.metrics.registry.register(
+            PoolCollector(self.metrics, self.slots, self.counters, probe, lambda: self.house, self.fork_lock,
+                          lambda: builder.redis_errors)
+        )
+        return builder
+
+    def _serve_metrics(self) -> None:
+        try:
+            addr = self.metrics.serve(self.cfg.metrics.listen)
+        except OSError as e:  # the pool runs without /metrics rather than not at all
+            self.log.error("metrics_listen_failed", listen=self.cfg.metrics.listen, error=str(e))
+            return
+        if addr:
+            self.log.info("metrics_listening", address=f"{addr[0]}:{addr[1]}")
 
     def claim_host(self) -> None:
         """Refuse to start beside a live daemon with our host_id (a copy-pasted environment)."""
@@ -264,6 +305,7 @@ class Supervisor:
             self.q.r.hset(self.keys.proclists, s.proc, f"{self.cfg.pool.host_id}\t{self.holder}")
         except redis.RedisError as e:
             self.log.warning("spawn_deferred_redis_down", slot=s.worker_id, error=str(e))
+            self.metrics.redis_error()
             s.respawn_at = now + 1.0
             return
         rfd, wfd = os.pipe()
@@ -329,10 +371,12 @@ class Supervisor:
             elif isinstance(rep, Finished):
                 self._count(rep)
             elif isinstance(rep, Beat):
+                self.metrics.on_beat(s.pid, rep.redis_errors)
                 if s.state == SlotState.STARTING:
                     s.state = SlotState.IDLE
 
     def _count(self, rep: Finished) -> None:
+        self.metrics.on_finished(rep)
         c = self.counters
         if rep.outcome == "completed":
             c.succeeded += 1
@@ -380,13 +424,16 @@ class Supervisor:
         reason = "drain" if (self.draining or clean) else "crash"
         self.requeue_list(s.proc, reason)
         log = self.log.warning if not clean else self.log.info
+        self.metrics.forget_slot(s.pid)
         log(
             "slot_exited",
             slot=s.worker_id,
             pid=s.pid,
             how=how,
             job_id=busy.job_id if busy else None,
+            kind=busy.kind if busy else None,
             user=busy.user if busy else None,
+            attempt=busy.attempt if busy else None,
             killed=sorted(set(swept) | set(orphans)),
         )
         s.pid, s.busy, s.state = 0, None, SlotState.OFFLINE
@@ -416,6 +463,7 @@ class Supervisor:
             )
         except redis.RedisError as e:
             self.log.warning("requeue_deferred_redis_down", list=proc, error=str(e))
+            self.metrics.redis_error()
             if (proc, reason) not in self.pending_requeue:
                 self.pending_requeue.append((proc, reason))
             return

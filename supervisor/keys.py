@@ -20,6 +20,9 @@ stated plainly: the whole pool lives on one shard.
 | ``host:<host>`` | string | liveness of a host's supervisor: its incarnation, PX 3 × heartbeat |
 | ``reaper`` | string | lease: one reaper per Redis at a time (correctness does not depend on it) |
 | ``finished`` | zset | job id → finish ms, for history and retention |
+| ``busy:<worker id>`` | string | a slot's running attempt (``types.BusyState`` JSON), PX longest timeout + 120 s |
+| ``slots:<host>`` | string | a host's slot table (``types.HostSlots`` JSON), PX 3 × heartbeat, for ``status --redis`` |
+| ``depwaits`` | set | ids that have a ``deps:<id>`` list (parked dependents), so counting them needs no SCAN |
 """
 
 from __future__ import annotations
@@ -64,3 +67,21 @@ class Keys:
 
     def host(self, host_id: str) -> str:
         return f"{self.base}:host:{host_id}"
+
+    def busy(self, worker_id: str) -> str:
+        return f"{self.base}:busy:{worker_id}"
+
+    @property
+    def busy_pattern(self) -> str:
+        return f"{self.base}:busy:*"
+
+    def host_slots(self, host_id: str) -> str:
+        return f"{self.base}:slots:{host_id}"
+
+    @property
+    def host_slots_pattern(self) -> str:
+        return f"{self.base}:slots:*"
+
+    @property
+    def depwaits(self) -> str:
+        return f"{self.base}:depwaits"

@@ -40,6 +40,7 @@ class Housekeeper(threading.Thread):
         log,
         fork_lock: threading.Lock,
         kill_stuck: Callable[[str], None],
+        slots_summary: Callable[[], bytes] | None = None,
     ):
         super().__init__(name="housekeeper", daemon=True)
         self.cfg = cfg
@@ -55,6 +56,8 @@ class Housekeeper(threading.Thread):
         self.redis_ok = True
         self.last_full_scan = 0.0
         self.reclaimed = 0
+        self.redis_errors = 0  # for tender_pool_redis_errors_total{component="housekeeper"}
+        self.slots_summary = slots_summary  # status_server.StatusBuilder.host_summary: slots:<host> for status --redis
         self.hb_ttl_ms = int(cfg.pool.heartbeat * 3 * 1000)
 
     def run(self) -> None:
@@ -80,6 +83,7 @@ class Housekeeper(threading.Thread):
                 self.redis_ok = True
                 backoff = period
             except redis.RedisError as e:
+                self.redis_errors += 1
                 if self.redis_ok:
                     self.log.warning("housekeeper_redis_error", error=str(e))
                 self.redis_ok = False
@@ -98,6 +102,8 @@ class Housekeeper(threading.Thread):
             self.q.r.set(self.k.host(self.host), cur, px=self.hb_ttl_ms)
             return
         self.last_ok = time.monotonic()
+        if self.slots_summary is not None:  # the host's slot table, same lifetime as its heartbeat
+            self.q.r.set(self.k.host_slots(self.host), self.slots_summary(), px=self.hb_ttl_ms)
 
     def reap(self, now: float) -> None:
         r = self.q.r

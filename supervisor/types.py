@@ -192,7 +192,11 @@ class JobView(msgspec.Struct):
 
 
 class Beat(msgspec.Struct, tag="beat"):
-    """Sent at least every heartbeat/3 seconds, idle or busy: the slot's loop is alive."""
+    """Sent at least every heartbeat/3 seconds, idle or busy: the slot's loop is alive.
+    ``redis_errors`` is cumulative for this slot process; the supervisor adds the deltas to its
+    metrics, so a SIGKILLed slot loses at most one beat's worth."""
+
+    redis_errors: int = 0
 
 
 class Busy(msgspec.Struct, tag="busy"):
@@ -221,6 +225,134 @@ class Finished(msgspec.Struct, tag="finished"):
     error_kind: str | None = None
     duration_s: float = 0.0
     killed: list[str] = []
+    queue_wait_s: float | None = None  # created → first start (attempt 1 only; retries wait on purpose)
+    pages: int = 0  # parse_markdown: pages extracted (see slots.busy.BusyTracker.note_extraction)
+    input_bytes: int = 0  # parse_markdown: size of the input file
+    format: str | None = None  # parse_markdown: detected format
 
 
 SlotReport = Beat | Busy | Idle | Finished
+
+
+# --- observability: Redis values and status-socket frames ---------------------------------------
+
+
+class BusyState(msgspec.Struct, forbid_unknown_fields=True):
+    """``busy:<worker>`` in Redis: what a slot is running. Written by busy_set.lua once the slot
+    holds the user's lock (``started_at`` is the job's Redis-TIME start), deleted by busy_clear.lua
+    only while it still names the same job."""
+
+    worker: str
+    pid: int
+    kind: str
+    job_id: str
+    user: str
+    file: str | None
+    attempt: int
+    started_at: int = 0
+
+
+class QueueStats(msgspec.Struct):
+    """What Redis says about the queue, read in one pipeline (``status_server.QueueProbe``)."""
+
+    ready_hi: int = 0
+    ready_lo: int = 0
+    processing: int = 0
+    delayed: int = 0
+    deferred_user: int = 0
+    deferred_dependency: int = 0
+    dead_letter: int = 0
+    failed: int = 0
+
+    @property
+    def depth(self) -> int:
+        return self.ready_hi + self.ready_lo
+
+    @property
+    def deferred(self) -> int:
+        return self.deferred_user + self.deferred_dependency
+
+
+class SlotRow(msgspec.Struct):
+    """One row of ``status``: CONTRACT.md's slot fields, in its order."""
+
+    id: str
+    pid: int | None
+    state: str
+    kind: str | None = None
+    job_id: str | None = None
+    user: str | None = None
+    file: str | None = None
+    started_at: str | None = None
+    elapsed_s: float | None = None
+    heartbeat_age_s: float | None = None
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    tree_cpu_percent: float | None = None
+    tree_rss_bytes: int | None = None
+    heaviest: str | None = None
+
+
+class CountersView(msgspec.Struct):
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    deferred: int = 0
+    reclaimed: int = 0
+    timed_out: int = 0
+    killed: int = 0
+    slot_restarts: int = 0
+
+
+class StatusView(msgspec.Struct):
+    """``status --json``: CONTRACT.md's fields, then ours (host_id, pid, uptime_s, draining, problems).
+    ``queue_depth``/``waiting``/``deferred``/``dead_letter``/``failed`` are null when Redis is down;
+    ``error`` is set (and the counts null) when the daemon could not be reached."""
+
+    version: int
+    configured: int
+    online: int | None
+    busy: int | None
+    idle: int | None
+    offline: int | None
+    queue_depth: int | None
+    waiting: int | None
+    deferred: int | None
+    dead_letter: int | None
+    failed: int | None
+    redis_ok: bool | None
+    counters: CountersView | None
+    slots: list[SlotRow]
+    host_id: str | None = None
+    pid: int | None = None
+    uptime_s: float | None = None
+    draining: bool = False
+    problems: list[str] = []
+    error: str | None = None
+
+
+class HostSlots(msgspec.Struct):
+    """``slots:<host>`` in Redis, refreshed with the host heartbeat: what ``status --redis`` shows."""
+
+    host_id: str
+    incarnation: str
+    pid: int
+    at_ms: int
+    slots: list[SlotRow]
+
+
+STATUS_PROTOCOL = 1
+
+
+class StatusRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A status-socket request frame. Only read requests exist: ``op`` = "status"."""
+
+    version: int
+    op: str
+
+
+class StatusReply(msgspec.Struct):
+    version: int
+    ok: bool
+    status: StatusView | None = None
+    error: str | None = None

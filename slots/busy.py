@@ -1,0 +1,143 @@
+"""A slot's busy state in Redis (``busy:<worker id>``) and the per-attempt figures its reports carry.
+
+Owns three rules of the observability issue:
+- the state is written only once the slot holds the user's lock (``set`` is called after start.lua
+  returned ``run``), with the job's Redis-TIME start, so ``status --redis`` and an admin page never
+  show a job as running on a slot that is still waiting for its user;
+- it is cleared the moment the attempt ends, by busy_clear.lua, which compares the job id: a late
+  clean-up of an old attempt cannot erase the state of the next job the same slot already started;
+- it is cleared unconditionally at slot start and stop (a worker id is reused by each incarnation of
+  the slot, and a duplicate live host_id is refused at start, so nobody else owns it), and it expires
+  after the longest job timeout + 120 s, so a crash never leaves a permanent "busy".
+
+Observability must never break a job: every Redis error here is logged and swallowed.
+
+Hazard: built in the slot process after the fork, on the slot's own Redis client.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import msgspec
+import redis
+
+from tender_pool.supervisor.config import Config
+from tender_pool.supervisor.keys import Keys
+from tender_pool.supervisor.types import BusyState, JobRecord, Outcome
+
+from .queue import _script_text
+
+BUSY_MARGIN_S = 120.0
+_enc = msgspec.json.Encoder()
+
+
+def busy_ttl_ms(cfg: Config) -> int:
+    """Longest job timeout + 120 s: past that no attempt can still be running."""
+    longest = max([cfg.extract.timeout, *(h.timeout for h in cfg.handlers.values())])
+    return int((longest + BUSY_MARGIN_S) * 1000)
+
+
+class BusyTracker:
+    def __init__(self, client: redis.Redis, keys: Keys, worker_id: str, cfg: Config, log: Any):
+        self.r = client
+        self.k = keys
+        self.worker_id = worker_id
+        self.key = keys.busy(worker_id)
+        self.ttl_ms = busy_ttl_ms(cfg)
+        self.log = log
+        self._set = client.register_script(_script_text("busy_set"))
+        self._clear = client.register_script(_script_text("busy_clear"))
+        self._reset_attempt()
+
+    def _reset_attempt(self) -> None:
+        self.t0: float | None = None
+        self.started_ms = 0
+        self.created_ms = -1
+        self.attempt = 0
+        self.pages = 0
+        self.input_bytes = 0
+        self.format: str | None = None
+
+    # --- Redis state ------------------------------------------------------------------------------
+
+    def clear_stale(self) -> None:
+        """At slot start and stop: whatever a previous incarnation of this slot left is stale."""
+        try:
+            self.r.delete(self.key)
+        except redis.RedisError as e:
+            self.log.warning("busy_state_clear_failed", error=str(e))
+
+    def set(self, job: JobRecord, attempt: int) -> None:
+        """Call only after start.lua returned ``run`` (the slot holds the user's lock)."""
+        self._reset_attempt()
+        self.t0 = time.monotonic()
+        self.attempt = attempt
+        st = BusyState(
+            worker=self.worker_id,
+            pid=os.getpid(),
+            kind=job.kind,
+            job_id=job.id,
+            user=job.user,
+            file=_file_of(job),
+            attempt=attempt,
+        )
+        try:
+            started, created = self._set(keys=[self.key, self.k.job(job.id)], args=[_enc.encode(st), self.ttl_ms])
+            self.started_ms, self.created_ms = int(started), int(created)
+        except redis.RedisError as e:
+            self.log.warning("busy_state_write_failed", job_id=job.id, error=str(e))
+
+    def clear(self, job_id: str) -> bool:
+        """Guarded: deletes only while the state still names ``job_id``. True when deleted."""
+        try:
+            return bool(self._clear(keys=[self.key], args=[job_id]))
+        except redis.RedisError as e:
+            self.log.warning("busy_state_clear_failed", job_id=job_id, error=str(e))
+            return False
+
+    def note_parked(self, reason: str, detail: str) -> None:
+        """A job parked behind dependency ``detail``: index that id in ``depwaits`` so the status
+        and metrics can count dependents without a SCAN (pruned by the reader when the list is gone)."""
+        if reason != "dependency" or not detail:
+            return
+        try:
+            self.r.sadd(self.k.depwaits, detail)
+        except redis.RedisError as e:
+            self.log.warning("depwaits_write_failed", dependency=detail, error=str(e))
+
+    # --- figures for the Finished report ----------------------------------------------------------
+
+    def note_extraction(self, pages: int, input_bytes: int, fmt: str | None = None) -> None:
+        """For the parse_markdown wiring: call this from the slot (``self.busy.note_extraction``)
+        once an extraction is done; the values ride on this attempt's ``Finished`` report into
+        ``tender_pool_extract_pages_total`` / ``tender_pool_extract_input_bytes_total``. Without this
+        call, a parse_markdown result's ``pages``/``format`` and the input file's size are used."""
+        self.pages, self.input_bytes, self.format = int(pages), int(input_bytes), fmt
+
+    def finished_fields(self, job: JobRecord, outcome: Outcome) -> dict[str, Any]:
+        """Keyword arguments for ``types.Finished``: duration, queue wait (first attempt only) and
+        the extraction figures."""
+        out: dict[str, Any] = {}
+        if self.t0 is not None:
+            out["duration_s"] = round(time.monotonic() - self.t0, 6)
+        if self.attempt == 1 and self.created_ms >= 0 and self.started_ms >= self.created_ms:
+            out["queue_wait_s"] = (self.started_ms - self.created_ms) / 1000.0
+        if job.kind == "parse_markdown" and outcome.status == "completed":
+            res = outcome.result or {}
+            pages = self.pages or int(res.get("pages") or 0)
+            size = self.input_bytes
+            if not size:
+                try:
+                    size = os.path.getsize(_file_of(job) or "")
+                except OSError:
+                    size = 0
+            out.update(pages=pages, input_bytes=size, format=self.format or res.get("format"))
+        return out
+
+
+def _file_of(job: JobRecord) -> str | None:
+    f = job.payload.get("file") if isinstance(job.payload, dict) else None
+    return f if isinstance(f, str) else None

@@ -1,0 +1,194 @@
+"""Prometheus metrics, aggregated in the supervisor and served on ``[metrics] listen`` ("" disables).
+
+Why aggregation in the supervisor and not prometheus_client's multiprocess mode (research lesson 22):
+slots already send every attempt's end to the supervisor over their pipe (``types.Finished``, with
+duration, queue wait and extraction figures), so the counts live in the one process that outlives
+the slots. That survives a slot's SIGKILL (multiprocess mode only marks processes dead on a clean
+exit; Dramatiq), needs no shared ``/tmp`` directory between instances or restarts (Dramatiq PR#627)
+and cannot be corrupted by PID reuse (client_python#654). It also keeps a single listener on loopback
+in the supervisor instead of one forked server per process. The price: counts restart at zero with
+the daemon, which Prometheus' ``rate()`` handles as a counter reset.
+
+Gauges of the queue (depth, processing, deferred, delayed, dead-letter, failed) are read from Redis
+at scrape time by ``PoolCollector`` through the status server's ``QueueProbe`` (0.5 s timeout, under
+``fork_lock``: the HTTP server's threads never hold a Redis call across a fork). A scrape during a
+Redis outage still answers, with ``tender_pool_redis_up 0`` and without those gauges.
+
+Extraction: ``tender_pool_extract_pages_total`` and ``tender_pool_extract_input_bytes_total`` count
+what ``Finished.pages`` / ``Finished.input_bytes`` carry. The parse_markdown wiring fills them by
+calling ``self.busy.note_extraction(pages, input_bytes, fmt)`` in the slot (``slots/busy.py``); without
+that call a completed parse_markdown result's ``pages`` and the input file's size are used.
+
+Fork safety: the registry and the HTTP server live in the supervisor only; slots never touch them
+(they build nothing of this after the fork), and the listening socket is closed in forked children.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterable
+
+import redis
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .status_server import QueueProbe, close_after_fork
+from .types import Finished, SlotState
+
+P = "tender_pool_"
+TERMINAL_OUTCOMES = ("completed", "failed", "cancelled", "dead", "skipped")
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200)
+WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
+
+
+class PoolMetrics:
+    """Event metrics, updated by the supervisor's main loop from slot reports."""
+
+    def __init__(self, kinds: Iterable[str] = ()):
+        r = self.registry = CollectorRegistry(auto_describe=False)  # no Redis read at registration
+        self.finished = Counter(P + "jobs_finished", "Jobs that reached a final state, by kind and outcome.",
+                                ["kind", "outcome"], registry=r)
+        self.attempts = Counter(P + "job_attempts", "Attempt ends reported by slots, by kind and outcome "
+                                "(completed, failed, retried, interrupted, fenced, parked, cancelled, dead).",
+                                ["kind", "outcome"], registry=r)
+        self.duration = Histogram(P + "job_duration_seconds", "Run time of one attempt, by kind.", ["kind"],
+                                  buckets=DURATION_BUCKETS, registry=r)
+        self.queue_wait = Histogram(P + "job_queue_wait_seconds", "Time from submission to a job's first "
+                                    "start, by kind.", ["kind"], buckets=WAIT_BUCKETS, registry=r)
+        self.retries = Counter(P + "job_retries", "Business failures put back for another try, by kind.",
+                               ["kind"], registry=r)
+        self.deferrals = Counter(P + "job_deferrals", "Jobs parked behind their user's lock or a dependency, "
+                                 "by reason.", ["reason"], registry=r)
+        self.timeouts = Counter(P + "job_timeouts", "Attempts killed at their timeout, by kind.", ["kind"],
+                                registry=r)
+        self.kills = Counter(P + "job_kill_signals", "Signals sent to jobs' process groups (timeout, cancel, "
+                             "abort), by signal.", ["signal"], registry=r)
+        self.pages = Counter(P + "extract_pages", "Pages extracted by parse_markdown, by format.", ["format"],
+                             registry=r)
+        self.input_bytes = Counter(P + "extract_input_bytes", "Bytes of input files parse_markdown extracted, "
+                                   "by format.", ["format"], registry=r)
+        self.redis_errors: dict[str, int] = {"supervisor": 0, "slots": 0}
+        self._beat_errors: dict[int, int] = {}  # slot pid → last cumulative count seen
+        for kind in kinds:
+            self.duration.labels(kind)
+            self.queue_wait.labels(kind)
+            for outcome in ("completed", "failed", "cancelled"):
+                self.finished.labels(kind, outcome)
+        for reason in ("user", "dependency"):
+            self.deferrals.labels(reason)
+        for sig in ("SIGTERM", "SIGKILL"):
+            self.kills.labels(sig)
+        self.server: Any = None
+
+    def on_finished(self, rep: Finished) -> None:
+        kind = rep.kind or "?"
+        self.attempts.labels(kind, rep.outcome).inc()
+        if rep.outcome in TERMINAL_OUTCOMES:
+            self.finished.labels(kind, rep.outcome).inc()
+        elif rep.outcome == "retried":
+            self.retries.labels(kind).inc()
+        elif rep.outcome == "parked":
+            self.deferrals.labels(rep.error_kind or "user").inc()
+        if rep.outcome not in ("parked", "dead") and rep.duration_s > 0:
+            self.duration.labels(kind).observe(rep.duration_s)
+        if rep.queue_wait_s is not None:
+            self.queue_wait.labels(kind).observe(rep.queue_wait_s)
+        if rep.error_kind == "timeout" and rep.outcome != "parked":
+            self.timeouts.labels(kind).inc()
+        for sig in rep.killed:
+            self.kills.labels(sig).inc()
+        if rep.pages or rep.input_bytes:
+            fmt = rep.format or "unknown"
+            self.pages.labels(fmt).inc(rep.pages)
+            self.input_bytes.labels(fmt).inc(rep.input_bytes)
+
+    def on_beat(self, pid: int, cumulative_errors: int) -> None:
+        """Slots send a cumulative Redis error count with each Beat; add the delta."""
+        last = self._beat_errors.get(pid, 0)
+        if cumulative_errors > last:
+            self.redis_errors["slots"] += cumulative_errors - last
+        self._beat_errors[pid] = cumulative_errors
+
+    def forget_slot(self, pid: int) -> None:
+        self._beat_errors.pop(pid, None)
+
+    def redis_error(self, component: str = "supervisor") -> None:
+        self.redis_errors[component] = self.redis_errors.get(component, 0) + 1
+
+    def serve(self, listen: str) -> tuple[str, int] | None:
+        """Start the HTTP server (its own daemon threads) on ``host:port``; None when disabled."""
+        if not listen:
+            return None
+        host, _, port = listen.rpartition(":")
+        host = host.strip("[]")
+        server, _thread = start_http_server(int(port), addr=host, registry=self.registry)
+        close_after_fork(server.socket)
+        self.server = server
+        return server.server_address[:2]
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+class PoolCollector(Collector):
+    """Scrape-time metrics: the slot table, cumulative supervisor counters, and Redis gauges."""
+
+    def __init__(self, metrics: PoolMetrics, slots: list, counters: Any, probe: QueueProbe,
+                 housekeeper: Callable[[], Any], fork_lock: threading.Lock, status_errors: Callable[[], int]):
+        self.m = metrics
+        self.slots = slots
+        self.counters = counters
+        self.probe = probe
+        self.housekeeper = housekeeper
+        self.fork_lock = fork_lock
+        self.status_errors = status_errors
+
+    def collect(self) -> Iterable[Metric]:
+        by_state = GaugeMetricFamily(P + "slots", "Slots by state.", labels=["state"])
+        states = [s.state.value for s in list(self.slots)]
+        for st in SlotState:
+            by_state.add_metric([st.value], states.count(st.value))
+        yield by_state
+        yield GaugeMetricFamily(P + "slots_configured", "Slots this supervisor runs (pool.worker_count).",
+                                value=len(states))
+        house = self.housekeeper()
+        yield CounterMetricFamily(P + "slot_restarts", "Slots respawned after dying.",
+                                  value=self.counters.slot_restarts)
+        yield CounterMetricFamily(P + "jobs_reclaimed", "Jobs put back from a dead slot's or host's processing "
+                                  "list (supervisor and reaper).",
+                                  value=self.counters.reclaimed + (house.reclaimed if house is not None else 0))
+        stats, up = None, 0
+        if self.fork_lock.acquire(timeout=1.0):
+            try:
+                stats, up = self.probe.read(), 1
+            except redis.RedisError:
+                self.m.redis_error("metrics")
+            finally:
+                self.fork_lock.release()
+        errors = CounterMetricFamily(P + "redis_errors", "Redis commands that failed, by component.",
+                                     labels=["component"])
+        counts = dict(self.m.redis_errors)
+        counts["housekeeper"] = getattr(house, "redis_errors", 0) if house is not None else 0
+        counts["status"] = self.status_errors()
+        for comp, n in sorted(counts.items()):
+            errors.add_metric([comp], n)
+        yield errors
+        yield GaugeMetricFamily(P + "redis_up", "1 when the last scrape could read the queue from Redis.", value=up)
+        if stats is None:
+            return
+        depth = GaugeMetricFamily(P + "queue_depth", "Jobs ready to be claimed, by priority.", labels=["priority"])
+        depth.add_metric(["interactive"], stats.ready_hi)
+        depth.add_metric(["bulk"], stats.ready_lo)
+        yield depth
+        yield GaugeMetricFamily(P + "jobs_processing", "Jobs claimed by a slot (all hosts).", value=stats.processing)
+        deferred = GaugeMetricFamily(P + "jobs_deferred", "Jobs parked, by reason.", labels=["reason"])
+        deferred.add_metric(["user"], stats.deferred_user)
+        deferred.add_metric(["dependency"], stats.deferred_dependency)
+        yield deferred
+        yield GaugeMetricFamily(P + "jobs_delayed", "Jobs waiting out a retry backoff.", value=stats.delayed)
+        yield GaugeMetricFamily(P + "dead_letter_entries", "Entries in the dead-letter list.", value=stats.dead_letter)
+        yield GaugeMetricFamily(P + "jobs_failed_retained", "Failed jobs within the history retention.",
+                                value=stats.failed)

@@ -1,0 +1,141 @@
+"""Pure formatters for the CLI: ``format_*(dict) -> str``, no I/O, no clock (gunicorn ctl's shape).
+
+They take the decoded JSON (the same dicts ``--json`` prints), so what a human reads and what a script
+reads can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return "-"
+
+
+def _secs(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = float(s)
+    if s < 60:
+        return f"{s:.1f}s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def _pct(p: float | None) -> str:
+    return "-" if p is None else f"{p:.0f}%"
+
+
+def _v(x: Any) -> str:
+    return "-" if x is None or x == "" else str(x)
+
+
+def _cut(s: str | None, n: int) -> str:
+    s = _v(s)
+    return s if len(s) <= n else "…" + s[-(n - 1) :]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [fmt(header), *(fmt(r) for r in rows)]
+
+
+SLOT_HEADER = ["SLOT", "PID", "STATE", "KIND", "JOB", "USER", "FILE", "STARTED", "ELAPSED", "BEAT",
+               "CPU", "RSS", "TREE CPU", "TREE RSS", "HEAVIEST"]
+
+
+def _slot_cells(s: dict) -> list[str]:
+    started = s.get("started_at")
+    return [
+        s["id"], _v(s.get("pid")), s["state"], _v(s.get("kind")), _v(s.get("job_id")), _v(s.get("user")),
+        _cut(s.get("file"), 32), started[11:19] if started else "-", _secs(s.get("elapsed_s")),
+        _secs(s.get("heartbeat_age_s")), _pct(s.get("cpu_percent")), _bytes(s.get("rss_bytes")),
+        _pct(s.get("tree_cpu_percent")), _bytes(s.get("tree_rss_bytes")), _v(s.get("heaviest")),
+    ]
+
+
+def format_status(st: dict) -> str:
+    """The daemon's status as ``status`` prints it (systemctl status meets supervisorctl status)."""
+    if st.get("error"):
+        return f"● tender-pool: unreachable\n  {st['error']}"
+    health = "degraded" if st.get("problems") else "healthy"
+    if st.get("draining"):
+        health += ", draining"
+    lines = [
+        f"● tender-pool {st.get('host_id') or ''} — {health}  (pid {_v(st.get('pid'))}, up {_secs(st.get('uptime_s'))})",
+        f"  slots    {st['configured']} configured, {st['online']} online, {st['busy']} busy, {st['idle']} idle, "
+        f"{st['offline']} offline",
+        f"  queue    depth {_v(st['queue_depth'])}, waiting ~{_v(st['waiting'])} (estimate: depth − busy), "
+        f"deferred {_v(st['deferred'])}, dead-letter {_v(st['dead_letter'])}, failed {_v(st['failed'])}",
+        f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}",
+    ]
+    c = st.get("counters") or {}
+    if c:
+        lines.append("  since start  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c.items()))
+    for p in st.get("problems") or []:
+        lines.append(f"  ! {p}")
+    lines.append("")
+    lines += _table(SLOT_HEADER, [_slot_cells(s) for s in st.get("slots") or []])
+    return "\n".join(lines)
+
+
+def format_redis_view(v: dict) -> str:
+    """``status --redis``: every host's slots as its supervisor last wrote them, plus the queue."""
+    if v.get("error"):
+        return f"● tender-pool (Redis view): {v['error']}"
+    q = v.get("queue") or {}
+    deferred = q.get("deferred_user", 0) + q.get("deferred_dependency", 0)
+    lines = [
+        "● tender-pool — Redis view (what the hosts' heartbeats say; no local daemon asked)",
+        f"  queue    depth {_v(v.get('queue_depth'))}, waiting ~{_v(v.get('waiting'))} (estimate: depth − busy), "
+        f"deferred {deferred}, dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}, "
+        f"processing {q.get('processing', 0)}",
+    ]
+    busy = {b["worker"]: b for b in v.get("busy") or []}
+    if not v.get("hosts"):
+        lines.append("  no host heartbeats (no daemon alive on this Redis)")
+    for host in v.get("hosts") or []:
+        lines.append("")
+        lines.append(f"host {host['host_id']}  (supervisor pid {host['pid']}, incarnation {host['incarnation']})")
+        rows = []
+        for s in host.get("slots") or []:
+            b = busy.pop(s["id"], None)
+            if b and not s.get("job_id"):
+                s = {**s, "kind": b["kind"], "job_id": b["job_id"], "user": b["user"], "file": b["file"]}
+            rows.append(_slot_cells(s))
+        lines += ["  " + line for line in _table(SLOT_HEADER, rows)]
+    if busy:
+        lines.append("")
+        lines.append("busy states without a live host table:")
+        for b in busy.values():
+            lines.append(f"  {b['worker']}  {b['kind']}  job {b['job_id']}  user {b['user']}  file {_v(b['file'])}")
+    return "\n".join(lines)
+
+
+HISTORY_HEADER = ["JOB", "STATE", "KIND", "USER", "FILE", "STARTED", "FINISHED", "ATTEMPTS", "ERROR"]
+
+
+def format_history(page: dict) -> str:
+    rows = []
+    for j in page.get("items") or []:
+        err = j.get("error") or {}
+        f = (j.get("payload") or {}).get("file")
+        rows.append([
+            j["id"], j["state"], j["kind"], j["user"], _cut(f if isinstance(f, str) else None, 32),
+            _v(j.get("started_at")), _v(j.get("finished_at")), str(j.get("attempts", 0)),
+            f"{err.get('kind')}: {err.get('message')}"[:60] if err else "-",
+        ])
+    pages = max(1, -(-page["total"] // page["page_size"])) if page["page_size"] else 1
+    foot = f"page {page['page']} of {pages}, {page['total']} job(s) match, newest first"
+    return "\n".join([*_table(HISTORY_HEADER, rows), foot])

@@ -1,0 +1,81 @@
+"""The slot's busy state in Redis: written once the lock is held, guarded clean-up, TTL."""
+
+import json
+
+from conftest import wait_until
+
+from tender_pool.slots.busy import BusyTracker, busy_ttl_ms
+from tender_pool.supervisor.config import load
+from tender_pool.supervisor.keys import Keys
+from tender_pool.supervisor.types import JobRecord
+
+
+class _Log:
+    def warning(self, *a, **k):
+        raise AssertionError(f"unexpected warning {a} {k}")
+
+
+def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
+    cfg = load(str(h.config()), {})
+    keys = Keys(cfg.redis.prefix, cfg.pool.queue)
+    tracker = BusyTracker(h.r, keys, "w-slot1", cfg, _Log())
+    old = JobRecord(id="old", kind="behave", user="u", payload={"file": "/in/a.pdf"})
+    new = JobRecord(id="new", kind="behave", user="v", payload={})
+    h.r.hset(keys.job("new"), mapping={"started_at": 1_700_000_000_123, "created_at": 1_700_000_000_000})
+    tracker.set(old, 1)
+    assert json.loads(h.r.get(keys.busy("w-slot1")))["job_id"] == "old"
+    tracker.set(new, 2)  # the slot moved on to a newer job
+    # When the old attempt's clean-up arrives late, it must not erase the new job's state
+    assert tracker.clear("old") is False
+    state = json.loads(h.r.get(keys.busy("w-slot1")))
+    assert state == {"worker": "w-slot1", "pid": state["pid"], "kind": "behave", "job_id": "new", "user": "v",
+                     "file": None, "attempt": 2, "started_at": 1_700_000_000_123}
+    # and the TTL is the longest job timeout (extract's 600 s here) + 120 s
+    assert busy_ttl_ms(cfg) == 720_000 and 719_000 < h.r.pttl(keys.busy("w-slot1")) <= 720_000
+    assert "queue_wait_s" not in tracker.finished_fields(new, _outcome())  # attempt 2: no queue wait
+    # The new job's own clean-up does clear it
+    assert tracker.clear("new") is True and h.r.get(keys.busy("w-slot1")) is None
+    assert tracker.clear("new") is False
+
+
+def test_finished_fields_carry_queue_wait_and_extraction_figures(h, tmp_path):
+    cfg = load(str(h.config()), {})
+    keys = Keys(cfg.redis.prefix, cfg.pool.queue)
+    tracker = BusyTracker(h.r, keys, "w-slot2", cfg, _Log())
+    doc = tmp_path / "a.pdf"
+    doc.write_bytes(b"%PDF" + b"x" * 96)
+    job = JobRecord(id="pm", kind="parse_markdown", user="u", payload={"file": str(doc)})
+    h.r.hset(keys.job("pm"), mapping={"started_at": 1_700_000_002_500, "created_at": 1_700_000_000_000})
+    tracker.set(job, 1)
+    f = tracker.finished_fields(job, _outcome())
+    assert f["queue_wait_s"] == 2.5 and f["pages"] == 7 and f["format"] == "pdf" and f["input_bytes"] == 100
+    assert f["duration_s"] >= 0
+    tracker.note_extraction(pages=9, input_bytes=4096, fmt="docx")  # what the parse_markdown wiring calls
+    f = tracker.finished_fields(job, _outcome())
+    assert (f["pages"], f["input_bytes"], f["format"]) == (9, 4096, "docx")
+
+
+def _outcome():
+    from tender_pool.supervisor.types import Outcome
+    return Outcome("completed", result={"pages": 7, "format": "pdf"})
+
+
+def test_busy_state_lives_exactly_while_the_job_runs(h):
+    h.daemon(workers=2)
+    blocker = h.submit(kind="long", user="u", payload={"sleep": 2, "record": str(h.records)})
+    wait_until(lambda: (h.records / f"{blocker}.1.start").exists(), 10, what="blocker start")
+    keys = [f"{h.prefix}:{{tender_parse}}:busy:ha-{h.prefix}-slot{i}" for i in (1, 2)]
+    states = [json.loads(v) for v in h.r.mget(keys) if v]
+    assert [(s["job_id"], s["user"], s["attempt"]) for s in states] == [(blocker, "u", 1)]
+    assert states[0]["started_at"] == h.job(blocker).started_at  # Redis TIME, the job's own start
+    # the other slot claims the same user's job and parks it: it must never show as busy meanwhile
+    parked = h.submit(user="u", payload={"record": str(h.records)})
+    seen_while_blocked = set()
+    def blocker_done():
+        seen_while_blocked.update(json.loads(v)["job_id"] for v in h.r.mget(keys) if v)
+        return (h.records / f"{blocker}.1.end").exists()
+    wait_until(blocker_done, 10, interval=0.01, what="blocker end")
+    assert h.job(parked).waits >= 1 and seen_while_blocked == {blocker}
+    # and every state is gone once both ended
+    h.wait_state(parked)
+    wait_until(lambda: h.r.mget(keys) == [None, None], 5, what="states cleared")

@@ -1,0 +1,128 @@
+"""`tender-pool status`: busy / idle / dead slots, queue figures, exit codes, the Redis-only view."""
+
+import json
+import os
+import signal
+import socket
+
+from conftest import wait_until
+
+
+def status(h, *args):
+    out = h.cli("status", "--json", *args)
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_status_idle_busy_deferred_and_a_killed_slot(h, tmp_path):
+    # Given a pool of three slots and an input file inside the roots
+    roots = tmp_path / "in"
+    roots.mkdir()
+    doc = roots / "tender-42.docx"
+    doc.write_bytes(b"x" * 10)
+    d = h.daemon(workers=3, input_roots=[str(roots)])
+    d.wait_slots(3)
+    code, st = wait_until(lambda: (lambda r: r if r[1].get("idle") == 3 else None)(status(h)), 10, what="3 idle")
+    assert code == 0 and st["configured"] == 3 and st["online"] == 3 and st["busy"] == 0 and st["offline"] == 0
+    assert st["redis_ok"] is True and st["queue_depth"] == 0 and st["deferred"] == 0
+    assert [s["state"] for s in st["slots"]] == ["idle"] * 3 and all(s["pid"] for s in st["slots"])
+
+    # When two long jobs run, one for a user whose next job parks, one a dependency of another
+    a = h.submit(kind="long", user="alice", payload={"sleep": 30, "file": str(doc)})
+    b = h.submit(kind="long", user="bob", payload={"sleep": 30})
+    wait_until(lambda: all(h.job(j).state.value == "running" for j in (a, b)), 10, what="2 running")
+    parked_user = h.submit(user="alice")
+    parked_dep = h.submit(user="carol", after=[b])
+    wait_until(lambda: all(h.job(j).state.value == "waiting" for j in (parked_user, parked_dep)), 10, what="parked")
+    c = h.submit(kind="long", user="dave", payload={"sleep": 30})
+    wait_until(lambda: h.job(c).state.value == "running", 10, what="third running")
+    queued = [h.submit(user=f"q{i}") for i in range(2)]
+
+    # Then status shows three busy slots with their jobs, the queue, and the parked jobs
+    code, st = wait_until(lambda: (lambda r: r if r[1]["busy"] == 3 else None)(status(h)), 10, what="3 busy")
+    assert code == 0, st["problems"]
+    assert st["queue_depth"] == 2 and st["waiting"] == 0 and st["deferred"] == 2
+    rows = {s["job_id"]: s for s in st["slots"]}
+    ra = rows[a]
+    assert ra["state"] == "busy" and ra["kind"] == "long" and ra["user"] == "alice" and ra["file"] == str(doc)
+    assert ra["started_at"].endswith("Z") and ra["elapsed_s"] >= 0 and ra["heartbeat_age_s"] < 2
+    assert ra["rss_bytes"] > 0 and ra["tree_rss_bytes"] > 0 and ra["heaviest"] == "python"
+    assert ra["cpu_percent"] is not None and ra["tree_cpu_percent"] is not None
+    # the slot's own Redis busy state names the job
+    busy_key = f"{h.prefix}:{{tender_parse}}:busy:{ra['id']}"
+    assert json.loads(h.r.get(busy_key))["job_id"] == a
+    text = h.cli("status")
+    assert text.returncode == 0 and "alice" in text.stdout and "tender-42.docx" in text.stdout
+    assert "estimate" in text.stdout
+
+    # When alice's slot is SIGKILLed
+    os.kill(ra["pid"], signal.SIGKILL)
+    # Then it is respawned (counted), its job goes back, and the new incarnation cleared the stale state
+    code, st = wait_until(lambda: (lambda r: r if r[1]["counters"]["slot_restarts"] == 1 else None)(status(h)),
+                          10, what="restart counted")
+    assert st["counters"]["reclaimed"] >= 1
+    row = next(s for s in st["slots"] if s["id"] == ra["id"])
+    assert row["pid"] != ra["pid"]
+    wait_until(lambda: h.r.get(busy_key) is None or json.loads(h.r.get(busy_key))["job_id"] != a, 10,
+               what="stale busy state cleared")
+
+    # When one slot dies fast three times in a row, it is crash-looping: degraded (exit 1)
+    victim = st["slots"][0]["id"]
+    for _ in range(3):
+        pid = wait_until(lambda: (lambda r: r["pid"] if r["state"] in ("idle", "busy", "starting") and r["pid"] else None)(
+            next(s for s in status(h)[1]["slots"] if s["id"] == victim)), 10, what="victim up")
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: next(s for s in status(h)[1]["slots"] if s["id"] == victim)["pid"] != pid, 10,
+                   what="victim reaped")
+    code, st = status(h)
+    row = next(s for s in st["slots"] if s["id"] == victim)
+    assert row["state"] in ("crash-looping", "offline") and code == 1, (row, st["problems"])
+    assert any(victim in p for p in st["problems"])
+    # and healthy again once it is back
+    wait_until(lambda: status(h)[0] == 0, 10, what="healthy again")
+
+    # --redis: what Redis alone knows, from the host's heartbeat
+    for j in queued:
+        h.wait_state(j)
+    code, st = status(h)
+    out = h.cli("status", "--redis", "--json")
+    view = json.loads(out.stdout)
+    assert out.returncode == 0 and view["redis_ok"] and view["queue_depth"] == st["queue_depth"]
+    (host,) = view["hosts"]
+    assert host["host_id"] == f"ha-{h.prefix}" and len(host["slots"]) == 3
+    assert {b["job_id"] for b in view["busy"]} >= {b_ for b_ in (b, c)}
+    assert "host ha-" in h.cli("status", "--redis").stdout
+    # a dead host's table expires with its heartbeat
+    d.kill()
+    wait_until(lambda: json.loads(h.cli("status", "--redis", "--json").stdout)["hosts"] == [], 10,
+               what="host table expired")
+
+
+def test_unreachable_exit_2_with_json_and_redis_down_degraded(h, tmp_path):
+    cfg = h.config()
+    sock = tmp_path / "state-a" / "status.sock"
+    code, st = status(h)
+    assert code == 2 and st["error"] and str(sock) in st["error"] and st["configured"] == 2 and st["slots"] == []
+    assert h.cli("status").returncode == 2
+    # a stale socket file (a SIGKILLed daemon's) is unlinked at start; the daemon then answers
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(sock))
+    s.close()
+    d = h.daemon()
+    d.wait_slots(2)
+    wait_until(lambda: status(h)[0] == 0, 10, what="healthy")
+    assert oct(os.stat(sock).st_mode & 0o777) == "0o660"
+    # a second daemon (another host_id) on the same socket is refused
+    other = h.tmp / "b.toml"
+    other.write_text(cfg.read_text().replace(f'host_id = "ha-{h.prefix}"', f'host_id = "hb-{h.prefix}"'))
+    out = h.cli("run", name="b")
+    assert out.returncode == 2 and "status.socket" in out.stderr and "live daemon" in out.stderr
+    # Redis down: degraded, still valid JSON
+    h.redis.stop()
+    code, st = status(h)
+    assert code == 1 and st["redis_ok"] is False and st["queue_depth"] is None
+    assert "redis unreachable" in st["problems"]
+    h.redis.start()
+    wait_until(lambda: status(h)[0] == 0, 15, what="healthy after Redis is back")
+    assert d.stop() == 0
+    assert not sock.exists()
+    assert status(h)[0] == 2
