@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Pool benchmark: throughput, pick-up latency, Redis commands per job, idle memory, crash recovery.
+
+Runs a private redis-server on a Unix socket and a real `tender-pool run` with 4 slots and command
+handlers, then prints a table. Figures, not assertions: the machines are noisy, so compare ratios of
+rows taken in one run (``--peers`` adds Dramatiq and RQ doing the same no-op work in the same run).
+
+    .venv/bin/python bench/bench_pool.py [--jobs 2000] [--peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+BIN = Path(sys.executable).with_name("tender-pool")
+
+from tender_pool.slots.queue import Queue, connect  # noqa: E402
+from tender_pool.supervisor.keys import Keys  # noqa: E402
+from tender_pool.supervisor.types import SubmitRequest  # noqa: E402
+
+
+def start_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
+    sock = str(tmp / "redis.sock")
+    p = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", sock, "--dir", str(tmp), "--save", "", "--appendonly", "yes",
+         "--appendfsync", "everysec", "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            if redis.Redis(unix_socket_path=sock).ping():
+                break
+        except redis.RedisError:
+            time.sleep(0.02)
+    return p, sock
+
+
+def write_config(tmp: Path, sock: str, prefix: str) -> Path:
+    cfg = tmp / f"{prefix}.toml"
+    cfg.write_text(f"""
+[redis]
+url = "unix://{sock}"
+prefix = "{prefix}"
+[pool]
+worker_count = 4
+host_id = "bench-{prefix}"
+heartbeat = 10
+state_dir = "{tmp}/state"
+[status]
+socket = "{tmp}/status.sock"
+[metrics]
+listen = ""
+[handlers.noop]
+command = ["/bin/echo", "{{}}"]
+timeout = 30
+[handlers.sleep10]
+command = ["/bin/sh", "-c", "sleep 0.01; echo '{{}}'"]
+timeout = 30
+[handlers.long]
+command = ["/bin/sh", "-c", "sleep 3; echo '{{}}'"]
+timeout = 30
+""")
+    return cfg
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    p = psutil.Process(pid)
+    return [p, *p.children(recursive=False)]
+
+
+def wait_done(q: Queue, ids: list[str], timeout: float = 600) -> None:
+    end = time.monotonic() + timeout
+    fin = q.k.finished
+    while q.r.zcard(fin) < len(ids):
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out: {q.r.zcard(fin)}/{len(ids)} finished")
+        time.sleep(0.05)
+
+
+def run_batch(q: Queue, kind: str, n: int, daemon_pid: int) -> dict:
+    q.r.delete(q.k.finished)
+    c0 = int(q.r.info("stats")["total_commands_processed"])
+    ids = []
+    pipe_t0 = time.monotonic()
+    for i in range(n):
+        _, jid, _ = q.enqueue(SubmitRequest(kind=kind, user=f"u{i % 50}", payload={}))
+        ids.append(jid)
+    enqueue_s = time.monotonic() - pipe_t0
+    wait_done(q, ids)
+    c1 = int(q.r.info("stats")["total_commands_processed"])
+    pipe = q.r.pipeline()
+    for j in ids:
+        pipe.hmget(q.k.job(j), "started_at", "finished_at", "state")
+    rows = pipe.execute()
+    starts = [int(r[0]) for r in rows]
+    ends = [int(r[1]) for r in rows]
+    bad = sum(1 for r in rows if r[2] != b"completed")
+    span = (max(ends) - min(starts)) / 1000
+    return {"jobs": n, "jobs_per_s": n / span, "span_s": span, "not_completed": bad,
+            "redis_cmds_per_job": (c1 - c0 - n * 2) / n, "enqueue_per_s": n / enqueue_s}
+
+
+def pickup(q: Queue, n: int = 200) -> dict:
+    lat = []
+    for i in range(n):
+        _, jid, _ = q.enqueue(SubmitRequest(kind="noop", user=f"p{i}", payload={}))
+        while True:
+            v = q.r.hmget(q.k.job(jid), "created_at", "started_at", "state")
+            if v[2] == b"completed":
+                break
+            time.sleep(0.002)
+        lat.append(int(v[1]) - int(v[0]))
+        time.sleep(0.02)
+    lat.sort()
+    return {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99) - 1], "max_ms": lat[-1]}
+
+
+def memory(pid: int) -> dict:
+    procs = tree(pid)
+    rss = sum(p.memory_info().rss for p in procs)
+    pss = sum(p.memory_full_info().pss for p in procs)
+    return {"processes": len(procs), "rss_mib": rss / 2**20, "pss_mib": pss / 2**20}
+
+
+def recovery(q: Queue, daemon_pid: int) -> float:
+    _, jid, _ = q.enqueue(SubmitRequest(kind="long", user="crash", payload={}))
+    while q.r.hget(q.k.job(jid), "state") != b"running":
+        time.sleep(0.005)
+    worker = q.r.hget(q.k.job(jid), "worker").decode()
+    slot_no = worker.rsplit("slot", 1)[1]
+    slot = next(p for p in psutil.Process(daemon_pid).children() if f"slot {slot_no} " in " ".join(p.cmdline()))
+    t0 = time.monotonic()
+    slot.kill()
+    while q.r.hget(q.k.job(jid), "attempts") != b"2":
+        time.sleep(0.002)
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--peers", action="store_true", help="also run Dramatiq and RQ on the same no-op work")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tp-bench-"))
+    rp, sock = start_redis(tmp)
+    try:
+        cfg = write_config(tmp, sock, "bench")
+        d = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stderr=subprocess.DEVNULL, start_new_session=True)
+        q = Queue(connect(f"unix://{sock}"), Keys("bench", "tender_parse"))
+        while len(psutil.Process(d.pid).children()) < 4:
+            time.sleep(0.05)
+        time.sleep(1.5)
+        idle = memory(d.pid)
+        noop = run_batch(q, "noop", args.jobs, d.pid)
+        sl = run_batch(q, "sleep10", args.jobs, d.pid)
+        time.sleep(1.0)
+        pk = pickup(q)
+        rec = recovery(q, d.pid)
+        d.send_signal(signal.SIGTERM)
+        d.wait(30)
+        rows = [
+            ("no-op jobs/s (4 slots)", f"{noop['jobs_per_s']:.0f}", f"{args.jobs} jobs in {noop['span_s']:.2f} s, {noop['not_completed']} not completed"),
+            ("10 ms-sleep jobs/s (4 slots)", f"{sl['jobs_per_s']:.0f}", f"{args.jobs} jobs in {sl['span_s']:.2f} s"),
+            ("Redis commands per job", f"{noop['redis_cmds_per_job']:.1f}", "INFO total_commands_processed, incl. Lua-internal calls"),
+            ("pick-up latency p50 / p99 (idle)", f"{pk['p50_ms']:.0f} / {pk['p99_ms']:.0f} ms", f"max {pk['max_ms']} ms; Redis TIME ms resolution"),
+            ("idle RSS supervisor+slots", f"{idle['rss_mib']:.1f} MiB", f"{idle['processes']} processes"),
+            ("idle PSS supervisor+slots", f"{idle['pss_mib']:.1f} MiB", ""),
+            ("SIGKILLed slot's job running again", f"{rec * 1000:.0f} ms", "kill → attempt 2 started"),
+            ("enqueue rate (one client)", f"{noop['enqueue_per_s']:.0f}/s", "enqueue.lua, one round trip each"),
+        ]
+        if args.peers:
+            rows += peers(tmp, sock, args.jobs, noop["jobs_per_s"])
+        w = max(len(r[0]) for r in rows)
+        print(f"\n{'measure':<{w}}  {'value':>16}  note")
+        for name, val, note in rows:
+            print(f"{name:<{w}}  {val:>16}  {note}")
+    finally:
+        rp.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def peers(tmp: Path, sock: str, n: int, ours: float) -> list[tuple[str, str, str]]:
+    """Dramatiq and RQ, 4 worker processes each, a no-op Python function, same Redis, same run."""
+    out = []
+    mod = tmp / "peerjobs.py"
+    mod.write_text(
+        "import dramatiq\nfrom dramatiq.brokers.redis import RedisBroker\n"
+        f"dramatiq.set_broker(RedisBroker(unix_socket_path={sock!r}))\n"
+        "@dramatiq.actor(max_retries=0)\ndef noop():\n    pass\n"
+        "def rq_noop():\n    return None\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(tmp))
+    py = sys.executable
+    try:
+        import dramatiq  # noqa: F401
+        import rq  # noqa: F401
+    except ImportError:
+        return [("peers", "skipped", "pip install dramatiq rq")]
+    # Dramatiq: 4 processes x 1 thread
+    r = redis.Redis(unix_socket_path=sock)
+    code = (
+        "import sys; sys.path.insert(0, %r); import peerjobs\n"
+        "for _ in range(%d): peerjobs.noop.send()\n" % (str(tmp), n)
+    )
+    subprocess.run([py, "-c", code], env=env, check=True)
+    t0 = time.monotonic()
+    w = subprocess.Popen([py, "-m", "dramatiq", "peerjobs", "-p", "4", "-t", "1"], env=env, cwd=tmp,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    while r.llen("dramatiq:default") > 0 or r.hlen("dramatiq:default.msgs") > 0:
+        time.sleep(0.02)
+    dr = n / (time.monotonic() - t0)
+    os.killpg(w.pid, signal.SIGTERM)
+    w.wait(30)
+    out.append(("Dramatiq no-op jobs/s (4 proc x 1 thread)", f"{dr:.0f}", f"ours / Dramatiq = {ours / dr:.2f} (includes its worker boot)"))
+    # RQ: worker-pool with 4 workers; it forks a work horse per job
+    code = (
+        "import sys; sys.path.insert(0, %r)\nfrom redis import Redis\nfrom rq import Queue\n"
+        "q = Queue(connection=Redis(unix_socket_path=%r))\n"
+        "for _ in range(%d): q.enqueue('peerjobs.rq_noop')\n" % (str(tmp), sock, n // 4)
+    )
+    subprocess.run([py, "-c", code], env=env, check=True)
+    t0 = time.monotonic()
+    w = subprocess.Popen([py, "-m", "rq.cli", "worker-pool", "-n", "4", "--url", f"unix://{sock}"], env=env,
+                         cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    while r.llen("rq:queue:default") > 0 or r.zcard("rq:wip:default") > 0:
+        time.sleep(0.02)
+    rqr = (n // 4) / (time.monotonic() - t0)
+    os.killpg(w.pid, signal.SIGTERM)
+    w.wait(30)
+    out.append(("RQ no-op jobs/s (worker-pool -n 4)", f"{rqr:.0f}", f"ours / RQ = {ours / rqr:.1f}; {n // 4} jobs (it forks per job)"))
+    return out
+
+
+if __name__ == "__main__":
+    main()
