@@ -17,6 +17,7 @@ import os
 import selectors
 import signal
 import socket as _socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,14 +126,20 @@ class Supervisor:
         except (SocketInUse, OSError) as e:
             print(f"config: status.socket: {self.cfg.status.socket}: {e}", flush=True, file=__import__("sys").stderr)
             return 2
-        try:
-            self.claim_host()
-        except ConfigError as e:
-            print(f"config: {e}", flush=True, file=__import__("sys").stderr)
-            return 2
-        except redis.RedisError as e:
-            self.log.error("redis_unreachable_at_start", url=self.cfg.redis.url, error=str(e))
-            return 1
+        backoff = 0.2
+        while True:  # Redis down at start: wait for it (systemd's start timeout bounds this), don't crash
+            try:
+                self.claim_host()
+                break
+            except ConfigError as e:
+                print(f"config: {e}", flush=True, file=sys.stderr)
+                return 2
+            except redis.RedisError as e:
+                self.log.warning("redis_unreachable_at_start", url=self.cfg.redis.url, error=str(e), retry_in=backoff)
+                if any(sig in self.signals for sig in (signal.SIGTERM, signal.SIGINT)):
+                    return 1
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
         self.cleanup_previous()
         self.house = Housekeeper(
             self.cfg,

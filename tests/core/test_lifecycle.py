@@ -80,6 +80,7 @@ def test_duplicate_host_id_refuses_to_start(h):
 @pytest.mark.timeout(90)
 def test_redis_restart_loses_nothing(h):
     d = h.daemon(workers=2)
+    d.wait_slots(2)
     running = h.submit(kind="long", user="r", payload={"sleep": 3, "record": str(h.records)})
     queued = [h.submit(user=f"q{i}") for i in range(5)]
     wait_until(lambda: (h.records / f"{running}.1.start").exists(), 15, what="start")
@@ -93,9 +94,20 @@ def test_redis_restart_loses_nothing(h):
 @pytest.mark.timeout(90)
 def test_redis_sigkilled_with_fsync_always_loses_nothing(h):
     d = h.daemon(workers=2)
+    d.wait_slots(2)
     jobs = [h.submit(user=f"k{i}", payload={"sleep": 0.3}) for i in range(10)]
     time.sleep(0.5)
     h.redis.restart(down_for=1.0, sig=signal.SIGKILL)
     for j in jobs:
         h.wait_state(j, timeout=40)
     assert d.proc.poll() is None
+
+
+def test_daemon_started_before_redis_waits_for_it(h):
+    h.config()
+    h.redis.stop()
+    d = h.daemon(workers=1)
+    time.sleep(1.5)
+    assert d.proc.poll() is None  # still waiting, not crashed
+    h.redis.start()
+    h.wait_state(h.submit(), timeout=20)
