@@ -57,6 +57,9 @@ class Slot:
         self.last_beat = 0.0
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
         self.last_cancel_poll = 0.0
+        self.jvm_docs = 0
+        self.jvm = None  # the slot's warm POI JVM (extract.jvm.WarmJvm), started on the first .doc/.xls
+        self.base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
 
     # --- process plumbing -------------------------------------------------------------------------
@@ -91,6 +94,8 @@ class Slot:
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
         self.busy.clear_stale()
+        if self.jvm is not None:
+            self.jvm.close()
         self.log.info("slot_exit", stopping=self.stopping)
         return 0
 
@@ -161,7 +166,7 @@ class Slot:
                 if req.kind not in self.cfg.kinds:
                     raise Undecodable(f"unknown kind {req.kind!r}")
                 new_id = self.q.adopt(self.proc, entry, req)
-                self.log.info("adopted_raw_entry", job_id=new_id)
+                self.log.info("adopted_raw_entry", job_id=new_id, kind=req.kind, user=req.user, attempt=None)
                 return None
             from .queue import decode_job
 
@@ -218,32 +223,49 @@ class Slot:
             return Outcome("failed", error=e.error, final=True, ran=False)
         timeout = self.cfg.handler_timeout(job.kind)
         argv = handlers.command_for(job.kind, self.cfg)
-        if argv is None or timeout is None:
+        extracting = job.kind == "parse_markdown"
+        if extracting and path is None:
+            msg = "parse_markdown needs payload.file"
+            return Outcome("failed", error=JobError(ErrorKind.FILE_NOT_FOUND.value, msg), final=True, ran=False)
+        if timeout is None or (argv is None and not extracting):
             msg = f"no handler for kind {job.kind!r} on {self.worker_id}"
             return Outcome("failed", error=JobError(ErrorKind.HANDLER_FAILED.value, msg), final=True, ran=False)
         busy = Busy(job.id, job.kind, job.user, path, st.token, st.attempt, int(time.time() * 1000))
         self.reporter.send(busy)
         self.title(f"busy {job.kind} job={job.id} user={job.user}")
-        env = dict(os.environ)
-        for k in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR"):
-            env.pop(k, None)
-        env.update(TENDER_POOL_JOB_ID=job.id, TENDER_POOL_ATTEMPT=st.token, TENDER_POOL_OWNER=self.owner)
+        env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.owner}
         t0 = time.monotonic()
-        proc = runner.spawn(argv, env)
+        if extracting:
+            assert path is not None
+            jvm = self._warm_jvm() if handlers.is_ole(path) else None
+            out_dir = os.path.join(self.cfg.pool.results_dir, job.id)
+            stem = f"attempt-{st.attempt}"
+            heap = self.cfg.extract.jvm_heap
+            proc = runner.fork_call(
+                lambda: handlers.extraction_child(path, out_dir, stem, timeout, heap, jvm), env
+            )
+        else:
+            assert argv is not None
+            proc = runner.spawn(argv, {**self.base_env, **env})
         busy.child_pid = proc.pid
         self.reporter.send(busy)
         log.info("job_started", pid=proc.pid)
         res = runner.run(
             proc,
-            handlers.handler_stdin(job, st.attempt),
+            b"" if extracting else handlers.handler_stdin(job, st.attempt),
             deadline=t0 + timeout,
             kill_grace=self.cfg.pool.kill_grace,
             marker=("TENDER_POOL_ATTEMPT", st.token),
             tick=lambda: self._tick(job),
             tick_every=min(1.0, self.beat_every),
         )
-        leftovers = runner.reap_orphans()
+        if extracting and self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
+            self.jvm.kill()  # it may be mid-document: never hand it to the next job
+        keep = {self.jvm.pid} if self.jvm is not None and self.jvm.pid else set()
+        leftovers = runner.reap_orphans(keep=keep)
         outcome = handlers.outcome_of(res, timeout)
+        if extracting and outcome.result is not None:
+            outcome.result = outcome.result["value"]  # parse_markdown's result is the JobOutput itself
         log.info(
             "job_ran",
             returncode=res.returncode,
@@ -256,6 +278,22 @@ class Slot:
             error_kind=outcome.error.kind if outcome.error else None,
         )
         return outcome
+
+    JVM_RECYCLE_AFTER = 200
+
+    def _warm_jvm(self):
+        """The slot's warm JVM, started here (not in the job's child) so it outlives the job; recycled
+        every JVM_RECYCLE_AFTER documents (the count is kept here: the child's copy is discarded)."""
+        from tender_pool.extract.jvm import WarmJvm
+
+        if self.jvm is None:
+            self.jvm = WarmJvm(heap=self.cfg.extract.jvm_heap, kill_grace=self.cfg.pool.kill_grace)
+        if self.jvm_docs >= self.JVM_RECYCLE_AFTER:
+            self.jvm.kill()
+            self.jvm_docs = 0
+        self.jvm_docs += 1
+        self.jvm.ensure_started()
+        return self.jvm
 
     def _tick(self, job: JobRecord) -> str | None:
         self.beat(force=True)
