@@ -165,3 +165,34 @@ def main_extract(path: str, as_json: bool, timeout: float | None) -> int:
         sys.stdout.write(result.markdown)
     sys.stdout.flush()
     return 0
+
+
+# What each format's reader imports lazily (the heavy libraries). A daemon slot calls ``preload``
+# before forking a job's child, so the child is a warm copy and never pays an import per job, while
+# a slot that never sees a format never carries its library.
+_PRELOAD = {
+    "docx": ("tender_pool.extract.docx",),
+    "xlsx": ("tender_pool.extract.xlsx", "openpyxl"),
+    "pdf": ("tender_pool.extract.pdf", "pypdf"),
+    "rtf": ("tender_pool.extract.rtf", "striprtf.striprtf"),
+    "html": ("tender_pool.extract.html",),
+    "csv": ("tender_pool.extract.delimited",),
+    "doc": ("tender_pool.extract.legacy", "olefile"),
+    "xls": ("tender_pool.extract.legacy", "olefile", "xlrd"),
+}
+
+
+def preload(path: str) -> str | None:
+    """Import the reader for ``path``'s format in this process; returns the format, None if unknown."""
+    import importlib
+
+    try:
+        fmt = sniff(path).format
+    except Exception:  # noqa: BLE001 - the real extraction reports the error properly
+        return None
+    for mod in _PRELOAD.get(fmt, ()):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass
+    return fmt

@@ -282,6 +282,21 @@ class WarmJvm:
             self._tmpdir = None
         self._buf = b""
 
+    def ensure_started(self) -> int:
+        """Start the JVM now, in the calling process, and return its pid. A daemon slot calls this
+        before forking a job's child, so the JVM is the slot's child (it outlives the job and is not
+        mistaken for a leftover of it)."""
+        if not self._alive():
+            if self._proc is not None:
+                self.close(graceful=False)
+            self._start()
+        assert self._proc is not None
+        return self._proc.pid
+
+    @property
+    def served(self) -> int:
+        return self._served
+
     def kill(self) -> None:
         """Kills the JVM's whole group at once; the next ``extract`` starts a new one."""
         saved, self.kill_grace = self.kill_grace, 0.0

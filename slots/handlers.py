@@ -58,6 +58,35 @@ def handler_stdin(job: JobRecord, attempt: int) -> bytes:
     return _enc.encode(HandlerInput(job.id, job.kind, job.user, job.payload, attempt))
 
 
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def is_ole(path: str) -> bool:
+    """Legacy .doc/.xls (and anything else in an OLE2 container) needs the JVM."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == OLE_MAGIC
+    except OSError:
+        return False
+
+
+def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: str, jvm) -> int:
+    """Runs in the job's forked child: extract, write the files, speak the handler protocol on stdout
+    (exit 0 + the result object, or exit 3 + {"error": …}), so one code path reads both kinds."""
+    import sys
+
+    from tender_pool.extract.errors import ExtractError
+    from tender_pool.extract.runner import run_job
+
+    try:
+        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm)
+    except ExtractError as e:
+        sys.stdout.buffer.write(_enc.encode(e.to_dict()))
+        return 3
+    sys.stdout.buffer.write(_enc.encode(out))
+    return 0
+
+
 def outcome_of(res: RunResult, timeout: float) -> Outcome:
     """Turn what the runner saw into an outcome (the slot decides retry vs final from the kind)."""
     if res.stopped == "timeout":

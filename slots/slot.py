@@ -237,6 +237,9 @@ class Slot:
         t0 = time.monotonic()
         if extracting:
             assert path is not None
+            from tender_pool.extract.api import preload
+
+            preload(path)  # import the format's reader here, so the forked child starts warm
             jvm = self._warm_jvm() if handlers.is_ole(path) else None
             out_dir = os.path.join(self.cfg.pool.results_dir, job.id)
             stem = f"attempt-{st.attempt}"

@@ -299,5 +299,16 @@ def history(states: tuple[str, ...], user: str | None, file_part: str | None, jo
         click.echo(render.format_history(msgspec.to_builtins(res)))
 
 
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON (CONTRACT.md) instead of Markdown.")
+@click.option("--timeout", type=float, help="Hard timeout in seconds.")
+def extract(file: str, as_json: bool, timeout: float | None) -> None:
+    """Extract one document locally (no Redis): Markdown on stdout. Exit 3 on an extraction error."""
+    from tender_pool.extract.api import main_extract
+
+    sys.exit(main_extract(file, as_json, timeout))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -92,7 +92,7 @@ def redis_server(tmp_path):
 
 def write_config(path: Path, *, redis_url: str, prefix: str, host_id: str, workers: int = 2,
                  heartbeat: float = 0.5, extra: str = "", handlers: str | None = None,
-                 input_roots: list[str] | None = None, state_dir: Path) -> Path:
+                 input_roots: list[str] | None = None, state_dir: Path, tail: str = "") -> Path:
     beh = f'["{PYTHON}", "{JOBS / "behave.py"}"]'
     if handlers is None:
         handlers = f"""
@@ -138,6 +138,7 @@ socket = "{state_dir}/status.sock"
 [metrics]
 listen = ""
 {handlers}
+{tail}
 """)
     return path
 
@@ -287,6 +288,48 @@ def h(tmp_path, redis_server):
     harness = Harness(tmp_path, redis_server)
     yield harness
     harness.close()
+
+
+# --- the extraction corpus and the Java CLI (shared by tests/extract and tests/integration) ---------
+
+import json  # noqa: E402
+
+
+def _fail_or_skip(msg: str):
+    # On CI a missing corpus or jar is a broken setup, not a reason to go green.
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    d = Path(os.environ.get("TENDER_POOL_CORPUS") or REPO.parent / "shared" / "corpus")
+    if not (d / "manifest.json").is_file():
+        _fail_or_skip(f"test corpus not found at {d} (set TENDER_POOL_CORPUS)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def manifest(corpus_dir: Path) -> dict[str, dict]:
+    data = json.loads((corpus_dir / "manifest.json").read_text(encoding="utf-8"))
+    return {Path(e["file"]).name: e for e in data["files"]}
+
+
+@pytest.fixture(scope="session")
+def jvm_build() -> Path:
+    """Runs jvm/build.sh once per session (idempotent, ~0.2 s when up to date) and returns the jar dir."""
+    script = REPO / "jvm" / "build.sh"
+    try:
+        r = subprocess.run([str(script)], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        _fail_or_skip(f"jvm/build.sh could not run: {e}")
+    if r.returncode != 0:
+        _fail_or_skip(f"jvm/build.sh failed (is openjdk-17-jdk / libapache-poi-java installed?):\n{r.stderr[-2000:]}")
+    jar = next((line.split(": ", 1)[1] for line in r.stdout.splitlines() if line.startswith("jar: ")), None)
+    if not jar or not Path(jar).is_file():
+        _fail_or_skip(f"jvm/build.sh printed no jar:\n{r.stdout}")
+    return Path(jar).parent
 
 
 _skipped: list[str] = []

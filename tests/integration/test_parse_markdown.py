@@ -1,0 +1,70 @@
+"""parse_markdown through the daemon: the forked child, the slot's warm JVM, results on disk."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+
+
+
+@pytest.fixture
+def docs(tmp_path, corpus_dir):
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("tender-01-notice.doc", "tender-sheet-06-signin.xls", "tender-01-notice.docx",
+                 "tender-01-notice.pdf", "password.xls", "tender-sheet-01-scoring.xlsx"):
+        shutil.copy(corpus_dir / "files" / name, root / name)
+    return root
+
+
+def test_parse_markdown_jobs_store_results_and_errors(h, docs, jvm_build):
+    h.daemon(workers=2, input_roots=[str(docs)], extra='results_dir = "%s"' % (h.tmp / "results"))
+    ok = {name: h.submit(kind="parse_markdown", user=f"u{i}", payload={"file": str(docs / name)})
+          for i, name in enumerate(["tender-01-notice.doc", "tender-sheet-06-signin.xls", "tender-01-notice.docx",
+                                    "tender-01-notice.pdf", "tender-sheet-01-scoring.xlsx"])}
+    for name, jid in ok.items():
+        job = h.wait_state(jid, timeout=60)
+        res = job.result
+        assert set(res) == {"markdown_path", "metadata_path", "pages", "format"}, res
+        assert res["format"] == name.rsplit(".", 1)[1]
+        md = Path(res["markdown_path"]).read_text()
+        assert res["markdown_path"].startswith(str(h.tmp / "results" / jid))
+        meta = json.loads(Path(res["metadata_path"]).read_text())
+        assert meta["pages"] == res["pages"] >= 1 and "markdown" not in meta
+        assert len(md) > 100
+    assert "招标" in Path(h.job(ok["tender-01-notice.doc"]).result["markdown_path"]).read_text()
+    bad = h.submit(kind="parse_markdown", user="x", payload={"file": str(docs / "password.xls")})
+    job = h.wait_state(bad, states=("failed",), timeout=60)
+    assert job.error.kind == "encrypted" and job.attempts == 1  # final, not retried
+
+
+def test_warm_jvm_is_started_once_per_slot_and_reused(h, docs, jvm_build):
+    d = h.daemon(workers=1, input_roots=[str(docs)])
+    for _ in range(3):
+        h.wait_state(h.submit(kind="parse_markdown", payload={"file": str(docs / "tender-01-notice.doc")}), timeout=60)
+    import psutil
+    slot = psutil.Process(d.wait_slots(1)[0])
+    javas = [c for c in slot.children() if "java" in c.name()]
+    assert len(javas) == 1, [c.cmdline() for c in slot.children()]
+
+
+def test_stuck_jvm_is_killed_at_the_timeout_and_replaced(h, docs, jvm_build):
+    import psutil
+    import signal
+    d = h.daemon(workers=1, input_roots=[str(docs)], tail="[extract]\ntimeout = 3\n")
+    doc = str(docs / "tender-01-notice.doc")
+    h.wait_state(h.submit(kind="parse_markdown", payload={"file": doc}), timeout=60)
+    slot = psutil.Process(d.wait_slots(1)[0])
+    java = next(c for c in slot.children() if "java" in c.name())
+    java.send_signal(signal.SIGSTOP)  # a JVM stuck mid-document
+    stuck = h.submit(kind="parse_markdown", payload={"file": doc})
+    job = h.wait_state(stuck, states=("failed",), timeout=30)
+    assert job.error.kind == "timeout" and job.attempts == 1
+    wait_until(lambda: not psutil.pid_exists(java.pid) or java.status() == psutil.STATUS_ZOMBIE, 10,
+               what="the stuck JVM's group killed")
+    again = h.wait_state(h.submit(kind="parse_markdown", payload={"file": doc}), timeout=60)
+    assert again.result["format"] == "doc"
