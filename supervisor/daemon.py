@@ -477,7 +477,18 @@ class Supervisor:
         for job_id, verdict in res:
             if verdict in ("requeued", "failed", "raw"):
                 self.counters.reclaimed += 1
-            self.log.info("requeued", job_id=job_id, list=proc, reason=reason, verdict=verdict)
+            self.log.info("requeued", job_id=job_id, **self._identity(job_id, proc), list=proc, reason=reason, verdict=verdict)
+
+    def _identity(self, job_id: str, proc: str) -> dict:
+        """kind, user, slot, attempt for a log line about a job the supervisor only knows by id."""
+        slot = next((s.worker_id for s in self.slots if s.proc == proc), None)
+        try:
+            assert self.q is not None
+            kind, user, attempts = self.q.r.hmget(self.keys.job(job_id), "kind", "user", "attempts")
+        except redis.RedisError:
+            kind = user = attempts = None
+        dec = lambda b: b.decode("utf-8", "replace") if b else None  # noqa: E731
+        return dict(kind=dec(kind), user=dec(user), slot=slot, attempt=int(attempts) if attempts else None)
 
     def retry_pending(self) -> None:
         pending, self.pending_requeue = self.pending_requeue, []

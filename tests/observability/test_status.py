@@ -60,6 +60,9 @@ def test_status_idle_busy_deferred_and_a_killed_slot(h, tmp_path):
     code, st = wait_until(lambda: (lambda r: r if r[1]["counters"]["slot_restarts"] == 1 else None)(status(h)),
                           10, what="restart counted")
     assert st["counters"]["reclaimed"] >= 1
+    (requeued,) = [x for x in map(json.loads, filter(lambda x: x.startswith("{"), d.logs().splitlines()))
+                   if x["event"] == "requeued" and x["job_id"] == a]
+    assert (requeued["kind"], requeued["user"], requeued["slot"], requeued["attempt"]) == ("long", "alice", ra["id"], 1)
     row = next(s for s in st["slots"] if s["id"] == ra["id"])
     assert row["pid"] != ra["pid"]
     wait_until(lambda: h.r.get(busy_key) is None or json.loads(h.r.get(busy_key))["job_id"] != a, 10,
@@ -113,6 +116,22 @@ def test_unreachable_exit_2_with_json_and_redis_down_degraded(h, tmp_path):
     d.wait_slots(2)
     wait_until(lambda: status(h)[0] == 0, 10, what="healthy")
     assert oct(os.stat(sock).st_mode & 0o777) == "0o660"
+    # the protocol: versioned, read requests only, size-capped
+    from tender_pool.supervisor.status_client import request
+    from tender_pool.supervisor.status_server import REQUEST_CAP
+    assert request(str(sock), op="status").ok
+    bad = request(str(sock), op="drain")
+    assert not bad.ok and "unknown request" in bad.error
+    v2 = b'{"version": 2, "op": "status"}'
+    for frame in (len(v2).to_bytes(4, "big") + v2, (REQUEST_CAP + 1).to_bytes(4, "big")):
+        c = socket.socket(socket.AF_UNIX)
+        c.settimeout(3)
+        c.connect(str(sock))
+        c.sendall(frame)
+        reply = c.recv(4096)
+        c.close()
+        assert b"not supported" in reply if b'"version": 2' in frame else reply == b""
+    assert status(h)[0] == 0  # still serving
     # a second daemon (another host_id) on the same socket is refused
     other = h.tmp / "b.toml"
     other.write_text(cfg.read_text().replace(f'host_id = "ha-{h.prefix}"', f'host_id = "hb-{h.prefix}"'))
