@@ -65,7 +65,7 @@ socket = "{tmp}/status.sock"
 [metrics]
 listen = ""
 [handlers.noop]
-command = ["/bin/echo", "{{}}"]
+command = ["/bin/sh", "-c", "echo {{}}"]
 timeout = 30
 [handlers.sleep10]
 command = ["/bin/sh", "-c", "sleep 0.01; echo '{{}}'"]

@@ -1,7 +1,7 @@
 """The only code that starts and kills a job's processes.
 
-Every attempt runs in a child started in a new session (its own process group), with
-``PR_SET_PDEATHSIG`` so it dies with its slot, and with ``TENDER_POOL_ATTEMPT=<token>`` and
+Every attempt runs in a child started in a new session (its own process group) that dies with its
+slot (see ``spawn``), with ``TENDER_POOL_ATTEMPT=<token>`` and
 ``TENDER_POOL_OWNER=<host>:<incarnation>:<slot>`` in its environment so that anything it leaves behind
 can be found again.
 
@@ -21,7 +21,6 @@ import ctypes
 import os
 import select
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -61,9 +60,6 @@ class RunResult:
     signals: list[str] = field(default_factory=list)
     overflow: bool = False
     kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
-
-
-_SETPRIV = shutil.which("setpriv")
 
 
 class Child:
@@ -112,8 +108,9 @@ def _pipes() -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
 
 def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child:
     """posix_spawn (vfork-fast: ~1 ms, where fork+exec of a 40 MB slot with setsid costs ~5-9 ms) in a
-    new session. ``setpriv --pdeathsig KILL`` (util-linux) stands in for the preexec prctl that
-    posix_spawn cannot run, so a handler still dies with its slot."""
+    new session. posix_spawn cannot set PDEATHSIG in the child; the slot covers that instead: its own
+    PDEATHSIG handler kills the running job's group before the slot exits (slot.py), and a slot that
+    is SIGKILLed has its job's tree killed by the supervisor (group, subreaper orphans, marker sweep)."""
     (ir, iw), (or_, ow), (er, ew) = _pipes()
     actions = [
         (os.POSIX_SPAWN_DUP2, ir, 0),
@@ -122,7 +119,7 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
     ]
     for fd in (ir, iw, or_, ow, er, ew):
         actions.append((os.POSIX_SPAWN_CLOSE, fd))
-    full = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv] if _SETPRIV else list(argv)
+    full = list(argv)
     if cwd:
         env = dict(env, PWD=cwd)
     try:

@@ -57,6 +57,7 @@ class Slot:
         self.last_beat = 0.0
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
         self.last_cancel_poll = 0.0
+        self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
         self.jvm_docs = 0
         self.jvm = None  # the slot's warm POI JVM (extract.jvm.WarmJvm), started on the first .doc/.xls
         self.base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
@@ -65,7 +66,10 @@ class Slot:
     # --- process plumbing -------------------------------------------------------------------------
 
     def main(self) -> int:
-        runner.set_pdeathsig(signal.SIGKILL)
+        # The supervisor's death reaches us as SIGUSR2: kill the running job's group, then go. (A job
+        # child is spawned without a PDEATHSIG of its own: posix_spawn cannot set one; see runner.)
+        signal.signal(signal.SIGUSR2, self._on_parent_death)
+        runner.set_pdeathsig(signal.SIGUSR2)
         if os.getppid() != self.parent:
             return 0
         runner.set_subreaper()
@@ -101,6 +105,12 @@ class Slot:
 
     def _on_term(self, *_: object) -> None:
         self.stopping = True
+
+    def _on_parent_death(self, *_: object) -> None:
+        for pgid in (self.child_pid, self.jvm.pid if self.jvm is not None else None):
+            if pgid:
+                runner._killpg(pgid, signal.SIGKILL)
+        os._exit(1)
 
     def _on_abort(self, *_: object) -> None:
         self.stopping = True
@@ -250,7 +260,7 @@ class Slot:
         else:
             assert argv is not None
             proc = runner.spawn(argv, {**self.base_env, **env})
-        busy.child_pid = proc.pid
+        busy.child_pid = self.child_pid = proc.pid
         self.reporter.send(busy)
         log.info("job_started", pid=proc.pid)
         res = runner.run(
@@ -262,6 +272,7 @@ class Slot:
             tick=lambda: self._tick(job),
             tick_every=min(1.0, self.beat_every),
         )
+        self.child_pid = 0
         if extracting and self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
             self.jvm.kill()  # it may be mid-document: never hand it to the next job
         keep = {self.jvm.pid} if self.jvm is not None and self.jvm.pid else set()

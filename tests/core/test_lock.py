@@ -41,22 +41,23 @@ def commands(h):
     return int(h.r.info("stats")["total_commands_processed"])
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(150)
 def test_waiting_jobs_do_not_spin_and_others_flow(h):
     h.daemon(workers=2)
-    blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 16})
+    blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 30})
     wait_until(lambda: (h.records / f"{blocker}.1.start").exists(), 15, what="blocker start")
     time.sleep(0.5)
     c0, t0 = commands(h), time.monotonic()
-    time.sleep(5.0)
+    time.sleep(10.0)
     idle_rate = (commands(h) - c0 - 1) / (time.monotonic() - t0)
     waiting = [h.submit(user="busy", payload={"record": str(h.records)}) for _ in range(20)]
     wait_until(lambda: all(h.job(j).state.value == "waiting" for j in waiting), 10, what="20 parked jobs")
     time.sleep(0.3)
     c1, t1 = commands(h), time.monotonic()
-    time.sleep(5.0)
+    time.sleep(10.0)
     busy_rate = (commands(h) - c1 - 1) / (time.monotonic() - t1)
     assert busy_rate - idle_rate < 2, f"idle {idle_rate:.1f}/s, with 20 waiting {busy_rate:.1f}/s"
+    # (windows of 10 s: the housekeeper's 5 s sweep and the status sampler make shorter ones noisy)
     # another user's job flows past the busy user
     other = h.submit(user="other", payload={"record": str(h.records)})
     h.wait_state(other, timeout=5)
