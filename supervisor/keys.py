@@ -8,7 +8,7 @@ stated plainly: the whole pool lives on one shard.
 |---|---|---|
 | ``ready:hi`` / ``ready:lo`` | list | job ids; producers LPUSH, slots pop the RIGHT end; ``hi`` = interactive |
 | ``proc:<host>:<inc>:<slot>.<n>`` | list | one slot incarnation's claimed ids (BLMOVE target) |
-| ``proclists`` | hash | processing list → ``<host>|<incarnation>`` (who owns it) |
+| ``proclists`` | hash | processing list → ``<host>\t<incarnation>|<boot id>|<pid>`` (who owns it) |
 | ``started`` | hash | job id → claim stamp, ms (Redis TIME); the reaper stamps any entry without one |
 | ``job:<id>`` | hash | the job record (``types.JobRecord``) |
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
