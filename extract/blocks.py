@@ -65,6 +65,7 @@ class SheetCell(msgspec.Struct, omit_defaults=True):
     c: int
     v: str  # the value as the spreadsheet displays it (number formats and dates applied)
     type: Literal["string", "number", "date", "bool", "formula", "error", "blank"] = "string"
+    wrap: bool = False  # the cell's style wraps text (a spreadsheet grows the row to fit it when printing)
 
 
 class Merge(msgspec.Struct, array_like=True):
@@ -74,6 +75,32 @@ class Merge(msgspec.Struct, array_like=True):
     c2: int
 
 
+class PageSetup(msgspec.Struct, omit_defaults=True):
+    """A sheet's print settings as the file stores them: what LibreOffice paginates a sheet by (pages.py).
+
+    Every field is optional; a reader that knows none of them leaves ``Sheet.setup`` None.
+    """
+
+    paper: int = 0  # Excel paper-size code (1 Letter, 5 Legal, 8 A3, 9 A4 …); 0 = not stored
+    valid: bool = True  # False: the file says paper/scale/orientation were never set (BIFF fNoPls)
+    landscape: bool = False
+    scale: int = 100  # percent
+    fit: bool = False  # fit to fit_width × fit_height pages; 0 in one direction = unconstrained
+    fit_width: int = 1
+    fit_height: int = 1
+    margins: list[float] = []  # inches: left, right, top, bottom
+    areas: list[list[int]] = []  # print areas [r1, c1, r2, c2], 0-based inclusive; [] = the used range
+    repeat_rows: int = 0  # rows printed again at the top of every page
+    default_width: float = 0.0  # default column width in characters (0 = unknown)
+    default_height: float = 0.0  # default row height in points (0 = unknown)
+    widths: list[float] = []  # width in characters of columns 0, 1, …; 0 = hidden; past the end = default
+    # [row, points] for rows with a height set by hand (0 = hidden); [row, points, 0] for a stored height the
+    # application fits to the content again (LibreOffice recomputes those rows from their wrapped text)
+    heights: list[list[float]] = []
+    row_breaks: list[int] = []  # manual page breaks: a new page starts at each of these rows
+    col_breaks: list[int] = []
+
+
 class Sheet(msgspec.Struct, tag_field="t", tag="sheet", omit_defaults=True):
     name: str
     cells: list[SheetCell] = []
@@ -81,6 +108,7 @@ class Sheet(msgspec.Struct, tag_field="t", tag="sheet", omit_defaults=True):
     hidden: bool = False
     header: str = ""
     footer: str = ""
+    setup: PageSetup | None = None
 
 
 class Meta(msgspec.Struct, tag_field="t", tag="meta", omit_defaults=True):
@@ -92,6 +120,10 @@ class Meta(msgspec.Struct, tag_field="t", tag="meta", omit_defaults=True):
     title: str = ""
     author: str = ""
     warnings: list[str] = []
+    # Word processing: hard page breaks and section breaks that start a new page (None = not counted).
+    page_breaks: int | None = None
+    # Epoch milliseconds at which the JVM began this document (lets the caller time the JVM's start-up).
+    started_at_ms: int | None = None
 
 
 class Failure(msgspec.Struct, tag_field="t", tag="error"):

@@ -21,6 +21,18 @@ WP_NS = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
 V_NS = "urn:schemas-microsoft-com:vml"
 
 
+def _page_breaks(root) -> int:
+    """Hard page breaks, page-break-before paragraphs and section breaks that start a new page."""
+    n = sum(1 for br in root.iter(w("br")) if br.get(w("type")) == "page")
+    n += sum(1 for pb in root.iter(w("pageBreakBefore")) if pb.get(w("val"), "true") not in ("0", "false", "off"))
+    for sect in root.iter(w("sectPr")):
+        if sect.getparent() is not None and sect.getparent().tag == w("pPr"):
+            kind = sect.find(w("type"))
+            if kind is None or kind.get(w("val")) not in ("continuous",):
+                n += 1
+    return n
+
+
 def w(tag: str) -> str:
     return f"{{{W}}}{tag}"
 
@@ -406,6 +418,7 @@ def read_docx(path: str) -> list[Block]:
                         blocks.append(TableBlock(reader.table(child, typ), story=typ))  # type: ignore[arg-type]
         blocks += reader.textboxes
         blocks += [Image() for _ in range(reader.images)]
+        blocks[0] = Meta(format="docx", engine="docx-xml", pages=pkg.app_pages(), page_breaks=_page_breaks(root))
         return blocks
     finally:
         pkg.close()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import msgspec
 
-from .blocks import Block, End, Failure, decode_line
+from .blocks import Block, End, Failure, Meta, decode_line
 
 __all__ = ["JvmError", "WarmJvm", "run_cold", "check_archive", "jvm_dir", "java_command"]
 
@@ -169,11 +169,14 @@ def _collect(lines: list[bytes]) -> tuple[list[Block], bool]:
 
 
 def run_cold(
-    path: str | os.PathLike, mode: str, *, heap: str = "512m", timeout: float, kill_grace: float = 3.0
+    path: str | os.PathLike, mode: str, *, heap: str = "512m", timeout: float, kill_grace: float = 3.0,
+    timings: dict | None = None,
 ) -> list[Block]:
-    """Extracts one document in a fresh JVM in its own session; kills the group at ``timeout`` seconds."""
+    """Extracts one document in a fresh JVM in its own session; kills the group at ``timeout`` seconds.
+    With ``timings``, stores the JVM's start-up (spawn to first line of our main) as ``jvm_start``."""
     p = _check_input(path, mode)
     tmpdir = tempfile.mkdtemp(prefix="tp-jvm-")
+    spawned = time.time()
     try:
         proc = subprocess.Popen(
             [*java_command(heap, tmpdir), mode, p],
@@ -196,7 +199,19 @@ def run_cold(
     blocks, ended = _collect(out.splitlines())
     if not ended:
         raise _crash_error(proc.returncode, err.decode("utf-8", "replace"))
+    if timings is not None:
+        start = start_up(blocks, spawned)
+        if start is not None:
+            timings["jvm_start"] = start
     return blocks
+
+
+def start_up(blocks: list[Block], spawned: float) -> float | None:
+    """Seconds from spawning the JVM (``time.time()``) to its beginning the document (Meta.started_at_ms)."""
+    meta = next((b for b in blocks if isinstance(b, Meta)), None)
+    if meta is None or meta.started_at_ms is None:
+        return None
+    return max(0.0, meta.started_at_ms / 1000.0 - spawned)
 
 
 class WarmJvm:
@@ -222,6 +237,9 @@ class WarmJvm:
         self._buf = b""
         self._served = 0
         self._last_used = 0.0
+        self._spawned: float | None = None
+        # JVM start-up paid by the last extract() (None when it ran on an already warm JVM)
+        self.last_start: float | None = None
 
     @property
     def pid(self) -> int | None:
@@ -257,6 +275,7 @@ class WarmJvm:
         self._buf = b""
         self._served = 0
         self._last_used = time.monotonic()
+        self._spawned = time.time()
 
     def close(self, *, graceful: bool = True) -> None:
         """Stops the JVM (closing stdin first so it can exit on its own) and removes its temp dir."""
@@ -343,6 +362,7 @@ class WarmJvm:
 
     def extract(self, path: str | os.PathLike, mode: str, timeout: float) -> list[Block]:
         p = _check_input(path, mode)
+        self.last_start = None
         for attempt in (0, 1):
             if self._proc is not None and (
                 not self._alive()
@@ -389,8 +409,11 @@ class WarmJvm:
             raise
         self._last_used = time.monotonic()
         self._served += 1
+        fresh, self._spawned = self._spawned, None
         try:
             blocks, _ = _collect(lines)
+            if fresh is not None:
+                self.last_start = start_up(blocks, fresh)
         except JvmError as e:
             if e.message.startswith("undecodable"):
                 self.kill()

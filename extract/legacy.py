@@ -24,11 +24,6 @@ ANTIWORD = "antiword"
 _NO_FALLBACK = {"encrypted", "too-large", "timeout"}
 
 
-class Timings:
-    def __init__(self) -> None:
-        self.jvm_start: float | None = None
-
-
 def _jvm_module():
     try:
         from . import jvm  # written by the JVM side; absent until it lands
@@ -37,7 +32,7 @@ def _jvm_module():
     return jvm
 
 
-def _poi(path: str, mode: str, *, timeout: float | None, heap: str, warm) -> list[Block]:
+def _poi(path: str, mode: str, *, timeout: float | None, heap: str, warm, timings: dict) -> list[Block]:
     """Blocks from POI, or raise ExtractError; raises LookupError when POI is not available."""
     jvm = _jvm_module()
     if jvm is None:
@@ -46,8 +41,10 @@ def _poi(path: str, mode: str, *, timeout: float | None, heap: str, warm) -> lis
     try:
         if warm is not None:
             blocks = warm.extract(path, mode, t)
+            if getattr(warm, "last_start", None) is not None:
+                timings["jvm_start"] = warm.last_start
         else:
-            blocks = jvm.run_cold(path, mode, heap=heap, timeout=t)
+            blocks = jvm.run_cold(path, mode, heap=heap, timeout=t, timings=timings)
     except jvm.JvmError as exc:
         raise ExtractError(exc.kind, exc.message) from None
     except (FileNotFoundError, PermissionError) as exc:
@@ -142,7 +139,7 @@ def read_doc(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, w
     if sniffed.detail != "word2":
         t0 = time.monotonic()
         try:
-            blocks = _poi(path, "doc", timeout=timeout, heap=heap, warm=warm)
+            blocks = _poi(path, "doc", timeout=timeout, heap=heap, warm=warm, timings=timings)
             timings["jvm"] = time.monotonic() - t0
             return blocks
         except LookupError as exc:
@@ -260,7 +257,7 @@ def read_xls(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, w
     if sniffed.detail not in ("biff-raw",):
         t0 = time.monotonic()
         try:
-            blocks = _poi(path, "xls", timeout=timeout, heap=heap, warm=warm)
+            blocks = _poi(path, "xls", timeout=timeout, heap=heap, warm=warm, timings=timings)
             timings["jvm"] = time.monotonic() - t0
             return blocks
         except LookupError as exc:

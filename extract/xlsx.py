@@ -12,7 +12,7 @@ import re
 import warnings as pywarnings
 import zipfile
 
-from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
+from .blocks import Block, Image, Merge, Meta, PageSetup, Sheet, SheetCell
 from .errors import ExtractError, short
 from .numfmt import format_value
 from .ooxml import Package
@@ -43,6 +43,65 @@ def _hf_text(hf) -> str:
             parts.append(sub.text)
     text = "  ".join(parts)
     return text.replace("&P", "{PAGE}").replace("&N", "{NUMPAGES}").replace("&&", "&")
+
+
+def _int(v, default: int) -> int:
+    try:
+        return int(v) if v is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def page_setup(ws) -> PageSetup | None:
+    """The sheet's print settings (pages.py paginates by them); None when openpyxl cannot read them."""
+    from openpyxl.utils.cell import column_index_from_string, range_boundaries
+
+    try:
+        ps = ws.page_setup
+        props = ws.sheet_properties.pageSetUpPr
+        m = ws.page_margins
+        areas = []
+        for part in (ws.print_area or "").split(",") if isinstance(ws.print_area, str) else (ws.print_area or []):
+            ref = part.rsplit("!", 1)[-1].replace("$", "").strip()
+            try:
+                c1, r1, c2, r2 = range_boundaries(ref)
+            except (ValueError, TypeError):
+                continue
+            if None not in (c1, r1, c2, r2):
+                areas.append([r1 - 1, c1 - 1, r2 - 1, c2 - 1])
+        repeat = 0
+        if ws.print_title_rows:
+            a, _, b = str(ws.print_title_rows).replace("$", "").partition(":")
+            repeat = _int(b or a, 0) - _int(a, 1) + 1
+        fmt = ws.sheet_format
+        default_width = float(fmt.defaultColWidth or (fmt.baseColWidth or 8))
+        widths: list[float] = []
+        for key, dim in ws.column_dimensions.items():
+            try:
+                lo = dim.min or column_index_from_string(key)
+                hi = dim.max or lo
+            except ValueError:
+                continue
+            if hi > 16384 or lo < 1:
+                continue
+            w = 0.0 if dim.hidden else float(dim.width or default_width)
+            if hi > len(widths):
+                widths.extend([default_width] * (min(hi, ws.max_column) - len(widths)))
+            for c in range(lo, min(hi, len(widths)) + 1):
+                widths[c - 1] = w
+        heights = [[r - 1, 0.0 if d.hidden else float(d.ht)] + ([] if d.hidden or d.customHeight else [0])
+                   for r, d in ws.row_dimensions.items() if d.hidden or d.ht is not None]
+        return PageSetup(
+            paper=_int(ps.paperSize, 0), landscape=ps.orientation == "landscape", scale=_int(ps.scale, 100),
+            fit=bool(props is not None and props.fitToPage), fit_width=_int(ps.fitToWidth, 1),
+            fit_height=_int(ps.fitToHeight, 1),
+            margins=[float(m.left), float(m.right), float(m.top), float(m.bottom)] if m is not None else [],
+            areas=areas, repeat_rows=max(0, repeat), default_width=default_width,
+            default_height=float(fmt.defaultRowHeight or 15.0), widths=widths, heights=heights,
+            row_breaks=[b.id for b in ws.row_breaks.brk], col_breaks=[b.id for b in ws.col_breaks.brk],
+        )
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def _compute(evaluator, formula: str, sheet: str) -> float | None:
@@ -105,7 +164,8 @@ def read_xlsx(path: str) -> list[Block]:
                     if v == "":
                         continue
                     typ = "error" if c.data_type == "e" else "string"
-                    cells.append(SheetCell(c.row - 1, c.column - 1, v, typ))  # type: ignore[arg-type]
+                    wrap = bool(c.has_style and c.alignment is not None and c.alignment.wrap_text)
+                    cells.append(SheetCell(c.row - 1, c.column - 1, v, typ, wrap))  # type: ignore[arg-type]
                     continue
                 if isinstance(v, bool):
                     cells.append(SheetCell(c.row - 1, c.column - 1, "TRUE" if v else "FALSE", "bool"))
@@ -117,7 +177,7 @@ def read_xlsx(path: str) -> list[Block]:
         header = _hf_text(ws.oddHeader) if ws.oddHeader else ""
         footer = _hf_text(ws.oddFooter) if ws.oddFooter else ""
         blocks.append(Sheet(name=ws.title, cells=cells, merges=merges, hidden=ws.sheet_state != "visible",
-                            header=header, footer=footer))
+                            header=header, footer=footer, setup=page_setup(ws)))
         for img in getattr(ws, "_images", []):
             row = col = None
             anchor = getattr(img, "anchor", None)

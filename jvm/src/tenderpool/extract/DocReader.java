@@ -76,6 +76,17 @@ final class DocReader {
         Json.field(meta, "format", "doc");
         Json.field(meta, "engine", "poi-hwpf");
         try {
+            // Word stores hard page breaks and section breaks alike as U+000C in the main text
+            String body = doc.getRange().text();
+            int breaks = 0;
+            for (int i = 0; i < body.length(); i++) if (body.charAt(i) == '\f') breaks++;
+            Range range = doc.getRange();
+            for (int i = 0, n = range.numParagraphs(); i < n; i++) if (range.getParagraph(i).pageBreakBefore()) breaks++;
+            Json.field(meta, "page_breaks", breaks);
+        } catch (RuntimeException e) {
+            warn("page breaks", e);
+        }
+        try {
             SummaryInformation si = doc.getSummaryInformation();
             if (si != null) {
                 if (si.getPageCount() > 0) Json.field(meta, "pages", si.getPageCount());

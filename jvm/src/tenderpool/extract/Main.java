@@ -78,6 +78,7 @@ public final class Main {
     }
 
     private static volatile long lastActivity = System.nanoTime();
+    private static long serveReady;
     private static volatile boolean busy;
 
     /**
@@ -103,6 +104,7 @@ public final class Main {
             t.setDaemon(true);
             t.start();
         }
+        serveReady = System.currentTimeMillis();
         try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
@@ -141,6 +143,8 @@ public final class Main {
     /** Extracts one file to out; returns the exit code a one-shot run should use. */
     private static int one(String mode, String path) {
         List<String> lines;
+        // a serve JVM reports when it became ready, so a caller that spawned it early still gets its start-up
+        long started = serveReady > 0 ? serveReady : System.currentTimeMillis();
         try {
             lines = extract(mode, new File(path));
         } catch (Throwable t) {
@@ -157,7 +161,15 @@ public final class Main {
             }
             return 3;
         }
-        for (String l : lines) out.println(l);
+        boolean stamped = false;
+        for (String l : lines) {
+            if (!stamped && l.startsWith("{\"t\":\"meta\"") && l.endsWith("}")) {
+                // when the JVM began this document: the caller subtracts its spawn time to get the start-up cost
+                l = l.substring(0, l.length() - 1) + ",\"started_at_ms\":" + started + "}";
+                stamped = true;
+            }
+            out.println(l);
+        }
         out.println(Json.END);
         return 0;
     }
