@@ -1,10 +1,11 @@
 """A slot's busy state in Redis (``busy:<worker id>``) and the per-attempt figures its reports carry.
 
 Owns three rules of the observability issue:
-- the state is written only once the slot holds the user's lock (``set`` is called after start.lua
-  returned ``run``), with the job's Redis-TIME start, so ``status --redis`` and an admin page never
+- the state is written only once the slot holds the user's lock (start.lua writes it in the step
+  that takes the lock, from ``state_json``), with the job's Redis-TIME start, so ``status --redis`` and an admin page never
   show a job as running on a slot that is still waiting for its user;
-- it is cleared the moment the attempt ends, by busy_clear.lua, which compares the job id: a late
+- it is cleared the moment the attempt ends, by settle.lua (and busy_clear.lua on an exception),
+  which compare the job id: a late
   clean-up of an old attempt cannot erase the state of the next job the same slot already started;
 - it is cleared unconditionally at slot start and stop (a worker id is reused by each incarnation of
   the slot, and a duplicate live host_id is refused at start, so nobody else owns it), and it expires
@@ -48,7 +49,6 @@ class BusyTracker:
         self.key = keys.busy(worker_id)
         self.ttl_ms = busy_ttl_ms(cfg)
         self.log = log
-        self._set = client.register_script(_script_text("busy_set"))
         self._clear = client.register_script(_script_text("busy_clear"))
         self._reset_attempt()
 
@@ -70,11 +70,9 @@ class BusyTracker:
         except redis.RedisError as e:
             self.log.warning("busy_state_clear_failed", error=str(e))
 
-    def set(self, job: JobRecord, attempt: int) -> None:
-        """Call only after start.lua returned ``run`` (the slot holds the user's lock)."""
-        self._reset_attempt()
-        self.t0 = time.monotonic()
-        self.attempt = attempt
+    def state_json(self, job: JobRecord) -> bytes:
+        """The busy state start.lua writes once it gives the slot the user's lock (it fills in the
+        attempt and the Redis-TIME ``started_at``): no extra round trip per job."""
         st = BusyState(
             worker=self.worker_id,
             pid=os.getpid(),
@@ -82,13 +80,16 @@ class BusyTracker:
             job_id=job.id,
             user=job.user,
             file=_file_of(job),
-            attempt=attempt,
+            attempt=0,
         )
-        try:
-            started, created = self._set(keys=[self.key, self.k.job(job.id)], args=[_enc.encode(st), self.ttl_ms])
-            self.started_ms, self.created_ms = int(started), int(created)
-        except redis.RedisError as e:
-            self.log.warning("busy_state_write_failed", job_id=job.id, error=str(e))
+        return _enc.encode(st)
+
+    def started(self, attempt: int, started_ms: int, created_ms: int) -> None:
+        """start.lua returned ``run``: remember this attempt's figures for its Finished report."""
+        self._reset_attempt()
+        self.t0 = time.monotonic()
+        self.attempt = attempt
+        self.started_ms, self.created_ms = started_ms, created_ms
 
     def clear(self, job_id: str) -> bool:
         """Guarded: deletes only while the state still names ``job_id``. True when deleted."""

@@ -97,6 +97,8 @@ class Started:
     action: str
     token: str = ""
     attempt: int = 0
+    started_ms: int = 0
+    created_ms: int = -1
     detail: list[str] | None = None
 
 
@@ -181,6 +183,8 @@ class Queue:
         retention_s: int,
         max_waits: int,
         suffix: str = "",
+        busy: bytes = b"{}",
+        busy_ttl_ms: int = 0,
     ) -> Started:
         """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply."""
         k = self.k
@@ -194,16 +198,30 @@ class Queue:
             k.ready_lo,
             k.finished,
             k.deps(job.id),
+            k.busy(worker),
         ]
         for dep in job.after:
             keys += [k.job(dep), k.deps(dep)]
         res = self._scripts["start"](
             keys=keys,
-            args=[job.id, suffix or secrets.token_hex(6), worker, timeout_ms, lock_ttl_ms, retention_s, max_waits, job.user],
+            args=[
+                job.id,
+                suffix or secrets.token_hex(6),
+                worker,
+                timeout_ms,
+                lock_ttl_ms,
+                retention_s,
+                max_waits,
+                job.user,
+                busy,
+                busy_ttl_ms or lock_ttl_ms,
+            ],
         )
         action = _s(res[0]) or ""
         if action == "run":
-            return Started("run", token=_s(res[1]) or "", attempt=int(res[2]))
+            return Started(
+                "run", token=_s(res[1]) or "", attempt=int(res[2]), started_ms=int(res[3]), created_ms=int(res[4])
+            )
         return Started(action, detail=[_s(x) or "" for x in res[1:]])
 
     def settle(
@@ -219,6 +237,7 @@ class Queue:
         retention_s: int,
         backoff_ms: int = 0,
         counts_try: bool = False,
+        worker: str = "",
     ) -> tuple[bool, str]:
         """Returns (accepted, promoted waiter id). Not accepted = fenced: a newer attempt owns it."""
         k = self.k
@@ -234,6 +253,7 @@ class Queue:
                 k.finished,
                 k.deps(job.id),
                 k.delayed,
+                k.busy(worker or "-"),
             ],
             args=[
                 job.id,

@@ -154,13 +154,16 @@ class Slot:
         if started.action != "run":
             self.report_not_run(job, started)
             return
-        self.busy.set(job, started.attempt)  # only now: start.lua gave us the user's lock
+        # start.lua wrote the busy state in the same step that gave us the user's lock; settle.lua
+        # clears it (guarded by job id). Only an exception on the way needs a separate clean-up.
+        self.busy.started(started.attempt, started.started_ms, started.created_ms)
         try:
             outcome = self.execute(job, started)
             faults.checkpoint("before_ack")
             self.settle(job, started, outcome)
-        finally:
+        except BaseException:
             self.busy.clear(job.id)
+            raise
 
     def load(self, entry: bytes) -> JobRecord | None:
         """The claimed entry's job, or None after adopting / dead-lettering a raw entry."""
@@ -199,6 +202,8 @@ class Slot:
             lock_ttl_ms=self.lock_ttl,
             retention_s=self.retention,
             max_waits=self.cfg.pool.max_waits,
+            busy=self.busy.state_json(job),
+            busy_ttl_ms=self.busy.ttl_ms,
         )
         suffix = os.urandom(6).hex()
         for attempt in range(20):  # a lost reply is retried with the same suffix: start.lua is idempotent then
@@ -361,6 +366,7 @@ class Slot:
                     retention_s=self.retention,
                     backoff_ms=backoff_ms,
                     counts_try=counts_try,
+                    worker=self.worker_id,
                 )
                 break
             except redis.ConnectionError as e:

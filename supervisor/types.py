@@ -238,7 +238,7 @@ SlotReport = Beat | Busy | Idle | Finished
 
 
 class BusyState(msgspec.Struct, forbid_unknown_fields=True):
-    """``busy:<worker>`` in Redis: what a slot is running. Written by busy_set.lua once the slot
+    """``busy:<worker>`` in Redis: what a slot is running. Written by start.lua once the slot
     holds the user's lock (``started_at`` is the job's Redis-TIME start), deleted by busy_clear.lua
     only while it still names the same job."""
 

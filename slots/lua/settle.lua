@@ -1,11 +1,17 @@
 -- Settle one attempt and release its user lock, fenced by the attempt token.
 -- KEYS[1] processing list  KEYS[2] job:<id>  KEYS[3] started  KEYS[4] lock:<user>  KEYS[5] wait:<user>
 -- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<id>  KEYS[10] delayed
+-- KEYS[11] busy:<worker id> (cleared while it still names this job, fenced or not)
 -- ARGV: 1 id, 2 token, 3 outcome completed|failed|cancelled|retry|requeue, 4 result JSON ('' none),
 --       5 error JSON ('' none), 6 lock TTL ms, 7 retention s, 8 retry backoff ms, 9 user,
 --       10 '1' if a failure counts as a business try
 -- Returns {'ok', promoted waiter id or ''} | {'fenced'} when this attempt no longer owns the job.
 local id, token, outcome = ARGV[1], ARGV[2], ARGV[3]
+local cur = redis.call('GET', KEYS[11])
+if cur then
+  local ok, st = pcall(cjson.decode, cur)
+  if not ok or type(st) ~= 'table' or st.job_id == id then redis.call('DEL', KEYS[11]) end
+end
 if redis.call('HGET', KEYS[2], 'token') ~= token then
   redis.call('LREM', KEYS[1], 0, id)  -- our own list: never leave a stale copy behind
   return {'fenced'}

@@ -1,11 +1,13 @@
 -- Everything after BLMOVE, in one atomic step: stamp, cancel check, dependencies, lock-or-park,
 -- attempt token. The BLMOVE→start gap is the only non-atomic one; the reaper covers it.
 -- KEYS[1] processing list  KEYS[2] job:<id>  KEYS[3] started  KEYS[4] lock:<user>  KEYS[5] wait:<user>
--- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<id>
--- KEYS[10..] pairs (job:<dep>, deps:<dep>) for each `after` dependency
+-- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<id>  KEYS[10] busy:<worker id>
+-- KEYS[11..] pairs (job:<dep>, deps:<dep>) for each `after` dependency
 -- ARGV: 1 id, 2 random token suffix (the same on a retry of the same claim), 3 worker id, 4 timeout ms, 5 lock TTL ms, 6 retention s,
---       7 max waits, 8 user
--- Returns {'run', token, attempt} | {'parked', 'user'|'dependency', detail} |
+--       7 max waits, 8 user, 9 the slot's busy state as JSON (types.BusyState; attempt and started_at
+--       are filled in here), 10 busy-state TTL ms (longest timeout + 120 s)
+-- Busy state is written only on 'run', i.e. once the slot holds the user's lock, in the same step.
+-- Returns {'run', token, attempt, started_at, created_at or -1} | {'parked', 'user'|'dependency', detail} |
 --         {'ended', state, error kind, message} | {'stale', state} | {'missing'}
 local id, user, ttl = ARGV[1], ARGV[8], tonumber(ARGV[5])
 if redis.call('EXISTS', KEYS[2]) == 0 then return {'missing'} end
@@ -42,7 +44,8 @@ end
 if state == 'running' and redis.call('LPOS', KEYS[1], id) then
   local tok = redis.call('HGET', KEYS[2], 'token') or ''
   if string.sub(tok, -#ARGV[2] - 1) == '.' .. ARGV[2] then
-    return {'run', tok, tonumber(redis.call('HGET', KEYS[2], 'attempts'))}
+    return {'run', tok, tonumber(redis.call('HGET', KEYS[2], 'attempts')),
+      tonumber(redis.call('HGET', KEYS[2], 'started_at')), tonumber(redis.call('HGET', KEYS[2], 'created_at') or '-1')}
   end
 end
 -- A duplicate entry of a finished or running job (e.g. after a failover): the other copy owns it.
@@ -58,7 +61,7 @@ if tonumber(redis.call('HGET', KEYS[2], 'waits') or '0') >= tonumber(ARGV[7]) th
   return finish('failed', 'timeout', 'waited ' .. ARGV[7] .. ' times for its user or dependencies (pool.max_waits)')
 end
 
-for i = 10, #KEYS, 2 do
+for i = 11, #KEYS, 2 do
   local dep_id = string.match(KEYS[i], ':job:(.*)$')
   local dstate = redis.call('HGET', KEYS[i], 'state')
   if not dstate then
@@ -92,4 +95,8 @@ redis.call('SET', KEYS[4], token, 'PX', ttl)
 redis.call('HSET', KEYS[2], 'state', 'running', 'token', token, 'started_at', now, 'worker', ARGV[3],
   'timeout_ms', ARGV[4])
 redis.call('HSET', KEYS[3], id, now)
-return {'run', token, attempt}
+local busy = cjson.decode(ARGV[9])
+busy.attempt = attempt
+busy.started_at = now
+redis.call('SET', KEYS[10], cjson.encode(busy), 'PX', tonumber(ARGV[10]))
+return {'run', token, attempt, now, tonumber(redis.call('HGET', KEYS[2], 'created_at') or '-1')}

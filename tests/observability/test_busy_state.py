@@ -18,23 +18,34 @@ class _Log:
 def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
     cfg = load(str(h.config()), {})
     keys = Keys(cfg.redis.prefix, cfg.pool.queue)
+    q = h.queue()
     tracker = BusyTracker(h.r, keys, "w-slot1", cfg, _Log())
-    old = JobRecord(id="old", kind="behave", user="u", payload={"file": "/in/a.pdf"})
-    new = JobRecord(id="new", kind="behave", user="v", payload={})
-    h.r.hset(keys.job("new"), mapping={"started_at": 1_700_000_000_123, "created_at": 1_700_000_000_000})
-    tracker.set(old, 1)
-    assert json.loads(h.r.get(keys.busy("w-slot1")))["job_id"] == "old"
-    tracker.set(new, 2)  # the slot moved on to a newer job
-    # When the old attempt's clean-up arrives late, it must not erase the new job's state
+    from tender_pool.supervisor.types import SubmitRequest
+    q.enqueue(SubmitRequest(kind="behave", user="u", payload={"file": "/in/a.pdf"}, id="old"))
+    q.enqueue(SubmitRequest(kind="behave", user="v", payload={}, id="new"))
+    old, new = q.get("old"), q.get("new")
+    args = dict(worker="w-slot1", timeout_ms=10_000, lock_ttl_ms=60_000, retention_s=60, max_waits=10,
+                busy_ttl_ms=busy_ttl_ms(cfg))
+    st_old = q.start("p", old, busy=tracker.state_json(old), **args)
+    state = json.loads(h.r.get(keys.busy("w-slot1")))
+    assert state["job_id"] == "old" and state["attempt"] == 1 and state["started_at"] == q.get("old").started_at
+    st_new = q.start("p", new, busy=tracker.state_json(new), **args)  # the slot moved on to a newer job
+    # When the old attempt's settle (or clean-up) arrives late, it must not erase the new job's state
+    ok, _ = q.settle("p", old, st_old.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=60,
+                     worker="w-slot1")
+    assert ok and json.loads(h.r.get(keys.busy("w-slot1")))["job_id"] == "new"
     assert tracker.clear("old") is False
     state = json.loads(h.r.get(keys.busy("w-slot1")))
     assert state == {"worker": "w-slot1", "pid": state["pid"], "kind": "behave", "job_id": "new", "user": "v",
-                     "file": None, "attempt": 2, "started_at": 1_700_000_000_123}
+                     "file": None, "attempt": 1, "started_at": q.get("new").started_at}
     # and the TTL is the longest job timeout (extract's 600 s here) + 120 s
     assert busy_ttl_ms(cfg) == 720_000 and 719_000 < h.r.pttl(keys.busy("w-slot1")) <= 720_000
+    tracker.started(2, st_new.started_ms, st_new.created_ms)
     assert "queue_wait_s" not in tracker.finished_fields(new, _outcome())  # attempt 2: no queue wait
-    # The new job's own clean-up does clear it
-    assert tracker.clear("new") is True and h.r.get(keys.busy("w-slot1")) is None
+    # The new job's own settle does clear it
+    ok, _ = q.settle("p", new, st_new.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=60,
+                     worker="w-slot1")
+    assert ok and h.r.get(keys.busy("w-slot1")) is None
     assert tracker.clear("new") is False
 
 
@@ -45,8 +56,7 @@ def test_finished_fields_carry_queue_wait_and_extraction_figures(h, tmp_path):
     doc = tmp_path / "a.pdf"
     doc.write_bytes(b"%PDF" + b"x" * 96)
     job = JobRecord(id="pm", kind="parse_markdown", user="u", payload={"file": str(doc)})
-    h.r.hset(keys.job("pm"), mapping={"started_at": 1_700_000_002_500, "created_at": 1_700_000_000_000})
-    tracker.set(job, 1)
+    tracker.started(1, 1_700_000_002_500, 1_700_000_000_000)
     f = tracker.finished_fields(job, _outcome())
     assert f["queue_wait_s"] == 2.5 and f["pages"] == 7 and f["format"] == "pdf" and f["input_bytes"] == 100
     assert f["duration_s"] >= 0
