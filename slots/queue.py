@@ -102,10 +102,46 @@ class Started:
     detail: list[str] | None = None
 
 
+class FastLane:
+    """One dedicated connection for a slot's per-job commands (claim, job read, start, settle),
+    skipping redis-py's per-command layers (retry wrapper, pool checkout, observability hooks): they
+    cost ~80 µs of CPU per command, about half a no-op job's CPU in the slot. Errors are the same
+    redis exceptions; a broken connection is dropped and reopened on the next call. One thread only.
+    """
+
+    def __init__(self, client: redis.Redis):
+        self.pool = client.connection_pool
+        self.conn = None
+        self.shas: dict[str, bytes] = {}
+
+    def call(self, *args: Any) -> Any:
+        if self.conn is None:
+            self.conn = self.pool.make_connection()
+        try:
+            self.conn.send_command(*args)
+            return self.conn.read_response()
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            self.conn.disconnect()
+            self.conn = None
+            raise
+
+    def script(self, text: str, keys: list[str], args: list[Any]) -> Any:
+        sha = self.shas.get(text)
+        if sha is None:
+            sha = self.shas[text] = self.call("SCRIPT", "LOAD", text)
+        try:
+            return self.call("EVALSHA", sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:  # the server restarted without the script
+            self.shas.pop(text, None)
+            return self.script(text, keys, args)
+
+
 class Queue:
     def __init__(self, client: redis.Redis, keys: Keys):
         self.r = client
         self.k = keys
+        self.fast = FastLane(client)
+        self._texts = {name: _script_text(name) for name in ("start", "settle")}
         self._scripts = {
             name: client.register_script(_script_text(name))
             for name in (
@@ -165,10 +201,16 @@ class Queue:
 
     def claim(self, proc: str, timeout: float) -> bytes | None:
         """Interactive first, else block on bulk. A wake token (``Keys.WAKE``) comes back as-is."""
-        entry = self.r.lmove(self.k.ready_hi, proc, "RIGHT", "LEFT")
+        entry = self.fast.call("LMOVE", self.k.ready_hi, proc, "RIGHT", "LEFT")
         if entry is None:
-            entry = self.r.blmove(self.k.ready_lo, proc, timeout, "RIGHT", "LEFT")
+            entry = self.fast.call("BLMOVE", self.k.ready_lo, proc, "RIGHT", "LEFT", timeout)
         return entry
+
+    def read_job(self, job_id: str) -> dict[bytes, bytes]:
+        flat = self.fast.call("HGETALL", self.k.job(job_id))
+        if isinstance(flat, dict):  # RESP3
+            return flat
+        return dict(zip(flat[::2], flat[1::2]))
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)
@@ -202,9 +244,10 @@ class Queue:
         ]
         for dep in job.after:
             keys += [k.job(dep), k.deps(dep)]
-        res = self._scripts["start"](
-            keys=keys,
-            args=[
+        res = self.fast.script(
+            self._texts["start"],
+            keys,
+            [
                 job.id,
                 suffix or secrets.token_hex(6),
                 worker,
@@ -241,8 +284,9 @@ class Queue:
     ) -> tuple[bool, str]:
         """Returns (accepted, promoted waiter id). Not accepted = fenced: a newer attempt owns it."""
         k = self.k
-        res = self._scripts["settle"](
-            keys=[
+        res = self.fast.script(
+            self._texts["settle"],
+            [
                 proc,
                 k.job(job.id),
                 k.started,
@@ -255,7 +299,7 @@ class Queue:
                 k.delayed,
                 k.busy(worker or "-"),
             ],
-            args=[
+            [
                 job.id,
                 token,
                 outcome,

@@ -170,7 +170,7 @@ class Slot:
         assert self.q is not None
         try:
             job_id = entry.decode("utf-8")
-            h = self.q.r.hgetall(self.q.k.job(job_id)) if len(entry) < 512 else {}
+            h = self.q.read_job(job_id) if len(entry) < 512 else {}
         except UnicodeDecodeError:
             h = {}
         try:
