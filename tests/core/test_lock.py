@@ -96,3 +96,23 @@ def test_lock_value_is_the_attempt_token_and_ttl_covers_longest_timeout(h):
     assert 600_000 < h.r.pttl(key) <= 660_500
     h.wait_state(j, timeout=15)
     assert h.r.get(key) is None
+
+
+def test_two_supervisors_share_queue_and_locks(h):
+    # Given two hosts' supervisors on one Redis (different host_ids, same prefix)
+    h.daemon("a", workers=2)
+    h.daemon("b", workers=2)
+    # When many users' jobs arrive
+    jobs = [h.submit(user=f"user{i % 4}", payload={"record": str(h.records), "sleep": 0.05}) for i in range(40)]
+    workers = {h.wait_state(j, timeout=60).worker.rsplit("-slot", 1)[0] for j in jobs}
+    # Then both hosts ran jobs, every job ran once, and no user ever had two jobs running at once
+    assert workers == {f"ha-{h.prefix}", f"hb-{h.prefix}"}
+    recs = records(h)
+    assert len(recs) == 40 and all(h.job(j).attempts == 1 for j in jobs)
+    by_user = {}
+    for (_, _), (user, start, end) in recs.items():
+        by_user.setdefault(user, []).append((start, end))
+    for user, spans in by_user.items():
+        spans.sort()
+        for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+            assert s2 >= e1, f"{user}: overlap across hosts"
