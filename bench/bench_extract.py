@@ -29,7 +29,7 @@ def main() -> int:
     if args.warm:
         from tender_pool.extract.jvm import WarmJvm
         warm = WarmJvm()
-    ratios: list[tuple[float, str, int, int, str]] = []
+    ratios: list[tuple[float, str, int, int, str, str]] = []
     covs: list[float] = []
     print(f"{'file':48s} {'engine':10s} {'wall s':>7s} {'pages':>11s} {'src':9s} {'coverage':>8s}")
     for e in manifest():
@@ -51,16 +51,21 @@ def main() -> int:
                 covs.append(c)
                 cov = f"{c:8.4f}"
             if e.get("pages"):
-                ratios.append((x.pages / e["pages"], name, x.pages, e["pages"], x.pages_source))
+                ratios.append((x.pages / e["pages"], name, x.pages, e["pages"], x.pages_source, x.format))
         print(f"{name:48s} {x.engine:10s} {wall:7.2f} {x.pages:5d}/{e.get('pages') or '-':<5} {x.pages_source:9s} {cov}")
     if warm is not None:
         warm.close()
     if ratios:
         within = [r for r in ratios if 0.8 <= r[0] <= 1.2]
-        worst = max(ratios, key=lambda r: max(r[0], 1 / r[0]))
+        worst = sorted(ratios, key=lambda r: -max(r[0], 1 / r[0]))[:5]
         print(f"\npage estimate: {len(within)}/{len(ratios)} = {len(within) / len(ratios):.0%} within ±20 %; "
-              f"median ratio {statistics.median(r[0] for r in ratios):.2f}; worst {worst[1]} "
-              f"{worst[2]}/{worst[3]} ({worst[4]})")
+              f"median ratio {statistics.median(r[0] for r in ratios):.2f}; worst 5: "
+              + ", ".join(f"{w[1]} {w[2]}/{w[3]}" for w in worst))
+        for label, kinds_of in (("word processing", ("doc", "docx", "rtf", "html")), ("sheets", ("xls", "xlsx", "csv"))):
+            sub = [r for r in ratios if r[5] in kinds_of]
+            if sub:
+                ok = sum(1 for r in sub if 0.8 <= r[0] <= 1.2)
+                print(f"  {label}: {ok}/{len(sub)} within ±20 %")
         for src in ("stored", "exact", "estimated"):
             sub = [r for r in ratios if r[4] == src]
             if sub:

@@ -226,7 +226,9 @@ def xlrd_blocks(path: str) -> list[Block]:
                 code = None
                 if fmt_map:
                     try:
-                        code = fmt_map[book.xf_list[cell.xf_index].format_key].format_str
+                        key = book.xf_list[cell.xf_index].format_key
+                        # built-in 14 is the locale's short date: LibreOffice shows a four-digit year
+                        code = "m/d/yyyy" if key == 14 else fmt_map[key].format_str
                     except (IndexError, KeyError, AttributeError):
                         code = None
                 if ct == xlrd.XL_CELL_TEXT:

@@ -24,17 +24,18 @@ def general(v: float) -> str:
         return str(v)
     if v != v or v in (float("inf"), float("-inf")):
         return "#NUM!"
-    if float(v).is_integer() and abs(v) < 1e11:
+    # LibreOffice (the reference display) prints General with up to 15 significant digits
+    if float(v).is_integer() and abs(v) < 1e15:
         return str(int(v))
     a = abs(v)
-    if a >= 1e11 or a < 1e-9:
+    if a >= 1e15 or a < 1e-9:
         s = f"{v:.5E}"
         mant, exp = s.split("E")
         mant = mant.rstrip("0").rstrip(".")
         return f"{mant}E{exp[0]}{int(exp[1:]):02d}"
-    s = f"{v:.10g}" if a >= 1 else f"{v:.9g}"
+    s = f"{v:.15g}"
     if "e" in s:
-        s = f"{v:.10f}".rstrip("0").rstrip(".")
+        s = f"{v:.15f}".rstrip("0").rstrip(".")
     return s
 
 
