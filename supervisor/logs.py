@@ -6,9 +6,34 @@ Called once per process after fork (slots must not inherit the supervisor's logg
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
+
+
+class LineLogger:
+    """Writes each event as ONE write(2) of the whole line. The supervisor and its slots share
+    stderr; print()'s separate writes of text and newline let two processes' lines interleave."""
+
+    def __init__(self, fd: int = 2):
+        self.fd = fd
+
+    def msg(self, message: str) -> None:
+        data = (message + "\n").encode("utf-8", "replace")
+        try:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except OSError:
+            pass
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = failure = msg
+
+
+class LineLoggerFactory:
+    def __call__(self, *args: object) -> LineLogger:
+        return LineLogger()
 
 
 def configure(component: str, json: bool | None = None, level: int = logging.INFO) -> structlog.stdlib.BoundLogger:
@@ -24,7 +49,7 @@ def configure(component: str, json: bool | None = None, level: int = logging.INF
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=LineLoggerFactory(),
         cache_logger_on_first_use=False,
     )
     return structlog.get_logger().bind(component=component)

@@ -52,7 +52,8 @@ class Housekeeper(threading.Thread):
         self.fork_lock = fork_lock
         self.kill_stuck = kill_stuck  # main loop's callback: a list of ours is stuck
         self.stop_event = threading.Event()
-        self.last_ok = time.monotonic()  # last successful heartbeat write, for the watchdog
+        self.last_ok = time.monotonic()  # last successful heartbeat write
+        self.last_loop = time.monotonic()  # last turn of the loop, Redis up or not: the daemon's watchdog
         self.redis_ok = True
         self.last_full_scan = 0.0
         self.reclaimed = 0
@@ -68,7 +69,7 @@ class Housekeeper(threading.Thread):
         backoff = period
         next_hb = next_reap = next_sweep = 0.0
         while not self.stop_event.is_set():
-            now = time.monotonic()
+            now = self.last_loop = time.monotonic()
             try:
                 with self.fork_lock:
                     if now >= next_hb:
@@ -141,6 +142,10 @@ class Housekeeper(threading.Thread):
         current = self.q.r.get(self.k.host(host))
         current = current.decode() if current else None
         alive = current is not None and (current == holder or (holder.startswith("?") and current.startswith(holder[1:] + "|")))
+        if host == self.host and (holder == self.holder or holder == f"?{self.holder.split('|')[0]}"):
+            # Our own lists: we know we are alive even if our host key lapsed (this thread stalled past
+            # its TTL under load). Judging them dead would requeue jobs our slots are running.
+            alive = True
         args = dict(
             crash_cap=self.cfg.pool.crash_cap, lock_ttl_ms=self.cfg.lock_ttl_ms, retention_s=int(self.cfg.pool.result_retention)
         )
