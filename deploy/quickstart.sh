@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make run`: the daemon's main job, end to end, on this machine: a private Redis, the daemon with
-# 4 slots, the bundled sample documents parsed to Markdown, then `tender-pool status`. Everything
-# lives under var/quickstart/ and is stopped at the end (nothing is left running).
+# `make run`: the daemon's main job, end to end, on this machine: the daemon with 4 slots on its
+# embedded Redis (redis.url = "embedded": a private redis-server it starts and stops itself), the
+# bundled sample documents parsed to Markdown, then `tender-pool status`. Everything lives under
+# var/quickstart/ and is stopped at the end (nothing is left running).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -28,7 +29,7 @@ PY
 
 cat > "$STATE/tender-pool.toml" <<TOML
 [redis]
-url = "unix://$STATE/redis.sock"
+url = "embedded"
 [pool]
 worker_count = 4
 host_id = "quickstart"
@@ -44,18 +45,14 @@ listen = ""
 TOML
 export TENDER_POOL_CONFIG=$STATE/tender-pool.toml
 
-redis-server --port 0 --unixsocket "$STATE/redis.sock" --dir "$STATE" --appendonly yes \
-  --save '' --daemonize yes --pidfile "$STATE/redis.pid" --logfile "$STATE/redis.log"
-cleanup() {
+cleanup() {  # SIGTERM: the daemon drains, then stops its embedded Redis
   [ -n "${DAEMON:-}" ] && kill -TERM "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null || true
-  [ -f "$STATE/redis.pid" ] && kill "$(cat "$STATE/redis.pid")" 2>/dev/null || true
 }
 trap cleanup EXIT
-for _ in $(seq 50); do [ -S "$STATE/redis.sock" ] && break; sleep 0.1; done
 
 "$BIN/tender-pool" run > "$STATE/daemon.log" 2>&1 &
 DAEMON=$!
-for _ in $(seq 100); do [ -S "$STATE/status.sock" ] && break; sleep 0.1; done
+for _ in $(seq 150); do "$BIN/tender-pool" status >/dev/null 2>&1 && break; sleep 0.1; done
 
 echo "== submitting $(ls "$STATE/samples" | wc -l) sample documents"
 ids=()

@@ -256,6 +256,72 @@ def status(as_json: bool, watch: bool, interval: float, via_redis: bool, config_
         sys.exit(code)
 
 
+def _control(cfg: Config, op: str, workers: int | None = None):
+    """Send one control request; exit 2 when no daemon answers (or we may not talk to it), 1 when
+    it refuses."""
+    from .status_client import StatusUnavailable, control
+
+    try:
+        reply = control(cfg.status.socket, op, workers)
+    except StatusUnavailable as e:
+        _fail(str(e), EXIT_UNREACHABLE)
+    if not reply.ok:
+        _fail(f"{op} refused: {reply.error}", 1)
+    click.echo(reply.message)
+    return reply
+
+
+def _watch(cfg: Config, done, timeout: float | None, what: str, done_msg: str = "") -> NoReturn:
+    """Poll the daemon's status until ``done(status dict)``; exit 0, or 1 after ``timeout``."""
+    from .status_client import StatusUnavailable, request
+
+    end = time.monotonic() + timeout if timeout else None
+    while True:
+        try:
+            reply = request(cfg.status.socket)
+        except StatusUnavailable as e:
+            _fail(str(e), EXIT_UNREACHABLE)
+        st = msgspec.to_builtins(reply.status) if reply.status is not None else {}
+        if st and done(st):
+            if done_msg:
+                click.echo(done_msg)
+            sys.exit(0)
+        if end is not None and time.monotonic() >= end:
+            _fail(f"timed out after {timeout:g} s waiting for {what}", 1)
+        time.sleep(0.2)
+
+
+@main.command()
+@click.argument("workers", type=click.IntRange(1, 4))
+@click.option("--wait", is_flag=True, help="Wait until exactly WORKERS slots run (surplus slots finish their job first).")
+@click.option("--timeout", type=float, help="With --wait: give up after this many seconds (exit 1).")
+@config_option
+def scale(workers: int, wait: bool, timeout: float | None, config_path: str | None) -> None:
+    """Run WORKERS slots (1-4) from now on, live. Extra slots start; surplus slots finish their
+    current job, then exit (no job is killed). Also resumes a drained pool. Lasts until the next
+    scale, or a reload whose file changed worker_count. Exit 0 accepted (with --wait: done), 1 refused
+    or timed out, 2 no daemon answers or permission denied (not in the socket's group)."""
+    cfg = _config(config_path)
+    _control(cfg, "scale", workers)
+    if wait:
+        _watch(cfg, lambda st: len(st["slots"]) == workers and all(r["state"] in ("idle", "busy") for r in st["slots"]),
+               timeout, f"{workers} running slots")
+
+
+@main.command()
+@click.option("--timeout", type=float, help="Give up waiting after this many seconds (exit 1); the drain goes on.")
+@config_option
+def drain(timeout: float | None, config_path: str | None) -> None:
+    """Stop claiming, let running jobs finish, and return once no job runs (for deploys). The
+    supervisor stays up with no slot running, so `systemctl restart` is then instant and loses
+    nothing; `tender-pool scale N` resumes instead. Exit 0 idle, 1 refused or timed out, 2 no
+    daemon answers or permission denied."""
+    cfg = _config(config_path)
+    _control(cfg, "drain")
+    _watch(cfg, lambda st: all(r["pid"] is None for r in st["slots"]), timeout, "running jobs to finish",
+           "drained: no job running, nothing claims (`tender-pool scale N` resumes)")
+
+
 @main.command()
 @click.option("--status", "states", multiple=True, help="Job state (completed, failed, cancelled, skipped, dead); repeatable.")
 @click.option("--user", help="Exactly this user.")

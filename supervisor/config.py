@@ -66,6 +66,7 @@ class ExtractConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 class StatusConfig(msgspec.Struct, forbid_unknown_fields=True):
     socket: str = ""
+    group: str = ""  # the socket's group (who may use it); "" = the daemon's own group
 
 
 class MetricsConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -80,6 +81,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
     handlers: dict[str, HandlerConfig] = {}
     source: str = ""  # the file it came from, for messages; not a TOML key
+    embedded_redis: str = ""  # set by load() when redis.url is "embedded": the server's directory; not a TOML key
 
     def handler_timeout(self, kind: str) -> float | None:
         if kind == "parse_markdown":
@@ -245,3 +247,13 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         p.results_dir = str(state / "results")
     if not cfg.status.socket:
         cfg.status.socket = str(_runtime_dir(env) / "status.sock")
+    if cfg.status.group:
+        import grp
+
+        try:
+            grp.getgrnam(cfg.status.group)
+        except KeyError:
+            raise ConfigError("status.group", cfg.status.group, "an existing group name") from None
+    if cfg.redis.url == "embedded":  # every command finds the daemon's private server the same way
+        cfg.embedded_redis = str(state / "redis")
+        cfg.redis.url = f"unix://{state / 'redis' / 'redis.sock'}"

@@ -9,6 +9,13 @@ Slot state machine (transitions happen only in this module):
   STARTING → IDLE/BUSY (first report) → STOPPING (drain) → OFFLINE (exited)
   any → OFFLINE (died) → STARTING (respawn after backoff) | CRASH_LOOPING (3 fast deaths in a row;
   still respawned, but only every RESPAWN_MAX seconds)
+  IDLE/BUSY → STOPPING (SIGTERM: scaled away = ``retiring``, config reload = ``recycle``, ``drain``
+  request = ``paused``) → OFFLINE (finished its job and exited) → gone | STARTING at once | stays
+  OFFLINE until ``scale``. A job is never killed to shrink, reload or drain the pool.
+
+Live changes (SIGHUP, and control requests from the status socket) are applied here, in the main
+loop; which config keys apply how is ``control``'s decision. systemd hears about all of it through
+``notify`` (READY, STATUS, WATCHDOG, RELOADING, STOPPING).
 """
 
 from __future__ import annotations
@@ -31,17 +38,21 @@ from tender_pool.slots import faults, runner
 from tender_pool.slots.heartbeat import ReportReader
 from tender_pool.slots.queue import Queue, connect
 
-from . import logs
-from .config import Config, ConfigError
+from . import control, logs
+from .config import Config, ConfigError, load
+from .embedded import EmbeddedError, EmbeddedRedis
 from .keys import Keys
 from .metrics import PoolCollector, PoolMetrics
+from .notify import Notifier
 from .reaper import Housekeeper
-from .status_server import QueueProbe, SocketInUse, StatusBuilder, StatusServer
-from .types import Beat, Busy, Finished, Idle, SlotState
+from .status_server import QueueProbe, SocketInUse, StatusBuilder, StatusServer, close_after_fork
+from .types import STATUS_PROTOCOL, Beat, Busy, Finished, Idle, SlotState
 
 FAST_DEATH_S = 5.0  # a slot that dies sooner than this after spawning counts toward a crash loop
 CRASH_LOOP_AFTER = 3
 RESPAWN_MAX_S = 60.0
+STATUS_REFRESH_S = 10.0  # sd_notify STATUS= at least this often, and whenever its text changes
+QUEUE_PROBE_S = 5.0  # queue depth for STATUS=, read in the status thread (never the main loop)
 
 
 @dataclass
@@ -60,7 +71,8 @@ class SlotProc:
     fast_deaths: int = 0
     respawn_at: float = 0.0
     restarts: int = 0
-    retiring: bool = False
+    retiring: bool = False  # scaled away: finishes its job, exits, is not respawned
+    recycle: bool = False  # config reload: finishes its job, exits, is forked again at once
 
 
 @dataclass
@@ -105,16 +117,43 @@ class Supervisor:
         self.house: Housekeeper | None = None
         self.metrics = PoolMetrics(cfg.kinds)  # observability: counted from slot reports, served in run()
         self.status: StatusServer | None = None
+        self.builder: StatusBuilder | None = None
+        self.notify = Notifier()  # takes $NOTIFY_SOCKET out of the environment slots inherit
+        self.ready = False  # READY=1 sent (once all slots reported and Redis answered)
+        self.last_ping = 0.0
+        self.status_sent, self.status_sent_at = "", 0.0
+        self.status_note = ""  # sticky part of STATUS=: a rejected reload, keys waiting for a restart
+        self.queue_depth: int | None = None  # for STATUS=, refreshed by the status thread
+        self.queue_probed_at = 0.0
+        self.target = cfg.pool.worker_count  # live slot count: the config's, or the last `scale N`
+        self.paused = False  # a `drain` request: slots finished and exited, nothing claims until `scale`
+        self.controls: list[control.Command] = []  # from the status thread, applied by the main loop
+        self.wake_fd = -1  # the signal wake-up pipe; the status thread writes to it too
+        self.seqs: dict[int, int] = {}  # last list sequence of removed slot indexes (names stay unique)
+        self.embedded: EmbeddedRedis | None = None
 
     # --- start-up ---------------------------------------------------------------------------------
 
     def run(self) -> int:
+        """The daemon's life; whatever way it ends, the embedded Redis (if any) is stopped last, after
+        every slot is gone and its list requeued."""
+        try:
+            return self._run()
+        finally:
+            if self.embedded is not None:
+                self.embedded.stop()
+            self.notify.close()
+
+    def _run(self) -> int:
         setproctitle.setproctitle("tender-pool: supervisor")
         runner.set_subreaper()
         rfd, wfd = os.pipe()
         os.set_blocking(rfd, False)
         os.set_blocking(wfd, False)
         signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
+        self.wake_fd = wfd
+        if self.notify.sock is not None:
+            close_after_fork(self.notify.sock)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, self._on_signal)
         self.sel.register(rfd, selectors.EVENT_READ, None)
@@ -126,6 +165,14 @@ class Supervisor:
         except (SocketInUse, OSError) as e:
             print(f"config: status.socket: {self.cfg.status.socket}: {e}", flush=True, file=__import__("sys").stderr)
             return 2
+        if self.cfg.embedded_redis:  # before any thread of ours exists (it is forked with a preexec_fn)
+            self.embedded = EmbeddedRedis(self.cfg.embedded_redis, self.log.bind(component="embedded_redis"))
+            try:
+                self.embedded.start()
+            except EmbeddedError as e:
+                self.status.close()
+                print(f"config: redis.url: embedded: {e}", flush=True, file=sys.stderr)
+                return 2
         backoff = 0.2
         while True:  # Redis down at start: wait for it (systemd's start timeout bounds this), don't crash
             try:
@@ -138,6 +185,10 @@ class Supervisor:
                 self.log.warning("redis_unreachable_at_start", url=self.cfg.redis.url, error=str(e), retry_in=backoff)
                 if any(sig in self.signals for sig in (signal.SIGTERM, signal.SIGINT)):
                     return 1
+                if self.embedded is not None:
+                    self.reap_children(time.monotonic())
+                    self.embedded.restart_due(time.monotonic())
+                self.notify.status(f"waiting for Redis at {self.cfg.redis.url}: {e}")
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
         self.cleanup_previous()
@@ -174,10 +225,23 @@ class Supervisor:
         short-timeout probe (see status_server's docstring for the thread and fork_lock rules)."""
         probe = QueueProbe.for_config(self.cfg)
         builder = StatusBuilder(
-            self.cfg, self.slots, self.counters, probe, lambda: self.house, lambda: self.draining, self.incarnation
+            self.cfg, self.slots, self.counters, probe, lambda: self.house, lambda: self.draining or self.paused,
+            self.incarnation,
         )
+        self.builder = builder
+
+        def tick() -> None:  # status thread, under fork_lock: /proc samples, and the queue for STATUS=
+            builder.tick()
+            if self.notify.enabled and time.monotonic() - self.queue_probed_at >= QUEUE_PROBE_S:
+                self.queue_probed_at = time.monotonic()
+                try:
+                    self.queue_depth = probe.read().depth
+                except redis.RedisError:
+                    self.queue_depth = None
+
         self.status = StatusServer(
-            self.cfg.status.socket, builder.handle, self.fork_lock, self.log.bind(component="status"), builder.tick
+            self.cfg.status.socket, self._handle_request, self.fork_lock, self.log.bind(component="status"), tick,
+            group=self.cfg.status.group,
         )
         self.metrics.registry.register(
             PoolCollector(self.metrics, self.slots, self.counters, probe, lambda: self.house, self.fork_lock,
@@ -236,13 +300,21 @@ class Supervisor:
                 self._read_reports(key.data)
         while self.signals:
             self.handle_signal(self.signals.pop(0))
+        while self.controls and not self.draining:
+            self.apply_control(self.controls.pop(0))
         now = time.monotonic()
         self.reap_children(now)
         self.retry_pending()
         self.check_liveness(now)
+        if self.embedded is not None:
+            self.embedded.restart_due(now)
         if self.draining:
-            return self.drain_step(now)
-        self.spawn_due(now)
+            code = self.drain_step(now)
+            self.notify_step(now)
+            return code
+        if not self.paused:
+            self.spawn_due(now)
+        self.notify_step(now)
         return None
 
     def _timeout(self, now: float) -> float:
@@ -262,12 +334,13 @@ class Supervisor:
                 return
             self.start_drain()
         elif signum == signal.SIGHUP:
-            self.log.info("sighup_ignored_until_reload_is_implemented")
+            self.reload()
 
     def start_drain(self) -> None:
         self.draining = True
         self.drain_deadline = time.monotonic() + self.cfg.pool.drain_timeout
         self.log.info("draining", timeout=self.cfg.pool.drain_timeout)
+        self.notify.stopping(self.status_text())
         for s in self.slots:
             if s.pid:
                 s.state = SlotState.STOPPING
@@ -296,6 +369,157 @@ class Supervisor:
             for s in live:
                 _kill(s.pid, signal.SIGKILL)
         return None
+
+    # --- live changes -----------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the config the way the daemon found it at start. Invalid: keep running on
+        the old one and say why (log, STATUS=). Valid: apply what applies live (``control``)."""
+        self.notify.reloading()
+        source = None if self.cfg.source == "(defaults)" else self.cfg.source
+        try:
+            new = load(source)
+        except ConfigError as e:
+            self.status_note = f"reload rejected, still running the previous config: config: {e}"
+            self.log.error("reload_rejected", error=f"config: {e}", config=self.cfg.source)
+            self.notify.ready(self.status_text())
+            return
+        change = control.classify(self.cfg, new)
+        file_workers = new.pool.worker_count if "pool.worker_count" in change.live else None
+        control.adopt(self.cfg, control.merge(self.cfg, new, change.restart))
+        self.status_note = f"restart needed for: {', '.join(change.restart)}" if change.restart else ""
+        if file_workers is not None:  # the file changed: it wins over an earlier `scale`
+            self.set_workers(file_workers, "reload")
+        elif self.target != self.cfg.pool.worker_count:
+            self.log.info("live_scale_kept", workers=self.target, config_says=self.cfg.pool.worker_count)
+        if change.slots and not self.paused:
+            for s in self.slots:
+                if s.pid and not s.retiring:  # IDLE/BUSY → STOPPING; forked again once its job is done
+                    s.recycle, s.state = True, SlotState.STOPPING
+                    _kill(s.pid, signal.SIGTERM)
+        self.log.info("reloaded", config=self.cfg.source, applied=change.live, slots_recycled_for=change.slots,
+                      restart_needed=change.restart)
+        self.notify.ready(self.status_text())
+
+    def set_workers(self, n: int, why: str) -> None:
+        """Grow: new slots (or a retiring one taken back: it finishes, exits, is forked again).
+        Shrink: retire the surplus, offline then idle slots first, busy ones last; a retiring slot
+        gets SIGTERM, finishes its current job and exits; it is never killed to shrink the pool."""
+        self.target = n
+        keep = [s for s in self.slots if not s.retiring]
+        if len(keep) < n:
+            for s in self.slots:
+                if s.retiring and len(keep) < n:
+                    s.retiring, s.recycle = False, True
+                    keep.append(s)
+            used = {s.index for s in self.slots}
+            i = 1
+            while len(keep) < n:
+                if i not in used:
+                    s = SlotProc(i, f"{self.cfg.pool.host_id}-slot{i}", seq=self.seqs.get(i, 0))
+                    self.slots.append(s)
+                    keep.append(s)
+                    used.add(i)
+                i += 1
+            self.slots.sort(key=lambda s: s.index)  # in place: the status builder holds this list
+        elif len(keep) > n:
+            rank = {SlotState.OFFLINE: 0, SlotState.CRASH_LOOPING: 0, SlotState.STARTING: 1, SlotState.IDLE: 1}
+            for s in sorted(keep, key=lambda s: (rank.get(s.state, 2), -s.index))[: len(keep) - n]:
+                s.retiring = True
+                if s.pid:
+                    s.state = SlotState.STOPPING  # → OFFLINE → removed, in on_slot_exit
+                    _kill(s.pid, signal.SIGTERM)
+                else:
+                    self.slots.remove(s)
+                    self.seqs[s.index] = s.seq
+        self.log.info("scaled", workers=n, why=why, slots=[s.worker_id for s in self.slots if not s.retiring],
+                      retiring=[s.worker_id for s in self.slots if s.retiring])
+
+    def pause(self) -> None:
+        """A `drain` request: every slot finishes its job and exits; nothing is respawned and nothing
+        claims until `scale N`. The supervisor stays up (status, watchdog, a fast `systemctl stop`)."""
+        self.paused = True
+        for s in self.slots:
+            if s.pid and s.state != SlotState.STOPPING:
+                s.state = SlotState.STOPPING
+                _kill(s.pid, signal.SIGTERM)
+        self.log.info("drain_requested", running=[s.busy.job_id for s in self.slots if s.busy])
+
+    def apply_control(self, cmd: control.Command) -> None:
+        if cmd.op == "scale":
+            if self.paused:
+                self.paused = False
+                self.log.info("resumed", workers=cmd.workers)
+            self.set_workers(cmd.workers, "scale")
+        elif cmd.op == "drain":
+            self.pause()
+
+    def _handle_request(self, req: control.Request):
+        """Status thread: reads go to the status builder; control requests are checked, queued for
+        the main loop (which owns the slot table) and answered at once."""
+        assert self.builder is not None
+        if req.control is None:
+            return self.builder.handle(req)
+        cmd = control.check(req)
+        if isinstance(cmd, str):
+            return control.ControlReply(STATUS_PROTOCOL, False, error=cmd)
+        if self.draining:
+            return control.ControlReply(STATUS_PROTOCOL, False, error="the daemon is stopping")
+        live = sum(1 for s in self.slots if not s.retiring)
+        self.controls.append(cmd)
+        try:
+            os.write(self.wake_fd, b"c")
+        except OSError:
+            pass  # pipe full: the loop is awake anyway, and wakes each second regardless
+        if cmd.op == "scale":
+            msg = f"scaling from {live} to {cmd.workers} slot(s); surplus slots finish their current job first"
+        else:
+            msg = f"draining: {sum(1 for s in self.slots if s.busy)} running job(s) finish, nothing new is claimed"
+        return control.ControlReply(STATUS_PROTOCOL, True, message=msg)
+
+    # --- systemd ------------------------------------------------------------------------------------
+
+    def status_text(self) -> str:
+        states = [s.state for s in self.slots if not s.retiring]
+        parts = [f"{states.count(SlotState.BUSY)} busy, {states.count(SlotState.IDLE)} idle of {len(states)} slots"]
+        parts.append(f"queue {self.queue_depth}" if self.queue_depth is not None else "queue ?")
+        if SlotState.CRASH_LOOPING in states:
+            parts.append(f"{states.count(SlotState.CRASH_LOOPING)} crash-looping")
+        if self.draining:
+            parts.append("stopping")
+        elif self.paused:
+            parts.append("drained" if not any(s.pid for s in self.slots) else "draining")
+        if self.status_note:
+            parts.append(self.status_note)
+        return "; ".join(parts)
+
+    def housekeeper_healthy(self, now: float) -> bool:
+        """The housekeeper thread is alive and went round its loop within the watchdog window (a
+        Redis outage does not count: its calls fail within redis.socket_timeout and it backs off;
+        a call that hangs, a deadlock or a dead thread does)."""
+        h = self.house
+        return h is not None and h.is_alive() and now - h.last_loop < self.notify.watchdog_s
+
+    def notify_step(self, now: float) -> None:
+        """READY once every slot reported in (Redis answered before the first fork); STATUS= when it
+        changes or every STATUS_REFRESH_S; WATCHDOG=1 while this loop and the housekeeper run."""
+        if not self.notify.enabled:
+            return
+        text = self.status_text()
+        if not self.ready and not self.draining and self.slots and all(
+            s.state in (SlotState.IDLE, SlotState.BUSY) for s in self.slots
+        ):
+            self.ready = True
+            self.notify.ready(text)
+            self.status_sent, self.status_sent_at = text, now
+            self.log.info("ready", status=text)
+        elif text != self.status_sent or now - self.status_sent_at >= STATUS_REFRESH_S:
+            self.notify.status(text)
+            self.status_sent, self.status_sent_at = text, now
+        wd = self.notify.watchdog_s
+        if wd and now - self.last_ping >= wd / 3 and self.housekeeper_healthy(now):
+            self.notify.watchdog()
+            self.last_ping = now
 
     # --- slots ------------------------------------------------------------------------------------
 
@@ -368,7 +592,8 @@ class Supervisor:
         s.last_report = time.monotonic()
         for rep in s.reader.feed(data):
             if isinstance(rep, Busy):
-                s.busy, s.state = rep, SlotState.BUSY if not self.draining else SlotState.STOPPING
+                stopping = self.draining or self.paused or s.retiring or s.recycle
+                s.busy, s.state = rep, SlotState.BUSY if not stopping else SlotState.STOPPING
                 if rep.child_pid:
                     faults.checkpoint("supervisor_busy")
             elif isinstance(rep, Idle):
@@ -407,6 +632,9 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            if self.embedded is not None and pid == self.embedded.pid:
+                self.embedded.on_exit(status, now)
+                continue
             s = by_pid.get(pid)
             if s is None:
                 continue  # an orphan of a dead slot's job, killed in on_slot_exit; now reaped
@@ -420,14 +648,18 @@ class Supervisor:
                 self.sel.unregister(s.read_fd)
                 os.close(s.read_fd)
                 s.read_fd = -1
-        clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and (self.draining or s.retiring)
+        stopped = self.draining or self.paused or s.retiring or s.recycle  # we asked it to exit
+        clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and stopped
         how = f"exit {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}"
         busy = s.busy
         if busy and busy.child_pid:
             runner._killpg(busy.child_pid, signal.SIGKILL)
         faults.checkpoint("mid_requeue")
         swept = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.owner_prefix}:{s.index}")
-        orphans = runner.reap_orphans(keep={x.pid for x in self.slots if x.pid and x is not s})
+        keep = {x.pid for x in self.slots if x.pid and x is not s}
+        if self.embedded is not None and self.embedded.pid:
+            keep.add(self.embedded.pid)  # our Redis is our child too, not a dead job's leftover
+        orphans = runner.reap_orphans(keep=keep)
         reason = "drain" if (self.draining or clean) else "crash"
         self.requeue_list(s.proc, reason)
         log = self.log.warning if not clean else self.log.info
@@ -444,7 +676,14 @@ class Supervisor:
             killed=sorted(set(swept) | set(orphans)),
         )
         s.pid, s.busy, s.state = 0, None, SlotState.OFFLINE
-        if self.draining or s.retiring:
+        recycle, s.recycle = s.recycle, False
+        if s.retiring and s in self.slots:
+            self.slots.remove(s)  # OFFLINE → gone (scaled away)
+            self.seqs[s.index] = s.seq
+        if self.draining or s.retiring or self.paused:
+            return
+        if recycle and clean:
+            s.respawn_at = now  # OFFLINE → STARTING at once, with the reloaded config
             return
         self.counters.slot_restarts += 1
         s.restarts += 1

@@ -12,6 +12,7 @@ import msgspec
 import redis
 
 from .config import Config
+from .control import CONTROL_VERSION, ControlReply, Request
 from .keys import Keys
 from .status_server import REPLY_CAP, ProtocolError, QueueProbe, read_frame, write_frame
 from .types import STATUS_PROTOCOL, BusyState, HostSlots, QueueStats, StatusReply, StatusRequest
@@ -26,6 +27,25 @@ class StatusUnavailable(Exception):
 
 
 def request(path: str, op: str = "status", timeout: float = 3.0) -> StatusReply:
+    body = _roundtrip(path, StatusRequest(version=STATUS_PROTOCOL, op=op), timeout)
+    try:
+        return msgspec.json.decode(body, type=StatusReply)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise StatusUnavailable(path, f"unexpected reply: {e}", listening=True) from None
+
+
+def control(path: str, op: str, workers: int | None = None, timeout: float = 3.0) -> ControlReply:
+    """One control request (scale, drain). A refusal is ``ok=False`` with ``error``; no answer at
+    all (including "permission denied": not in the socket's group) raises StatusUnavailable."""
+    frame = Request(version=STATUS_PROTOCOL, op=op, control=CONTROL_VERSION, workers=workers)
+    body = _roundtrip(path, frame, timeout)
+    try:
+        return msgspec.json.decode(body, type=ControlReply)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise StatusUnavailable(path, f"unexpected reply: {e}", listening=True) from None
+
+
+def _roundtrip(path: str, frame: StatusRequest | Request, timeout: float) -> bytes:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
@@ -35,10 +55,12 @@ def request(path: str, op: str = "status", timeout: float = 3.0) -> StatusReply:
             raise StatusUnavailable(path, "no such socket (is the daemon running?)") from None
         except ConnectionRefusedError:
             raise StatusUnavailable(path, "connection refused (stale socket)") from None
+        except PermissionError:
+            raise StatusUnavailable(path, "permission denied (not the daemon's user or in the socket's group)") from None
         except OSError as e:
             raise StatusUnavailable(path, e.strerror or str(e)) from None
         try:
-            write_frame(s, StatusRequest(version=STATUS_PROTOCOL, op=op))
+            write_frame(s, frame)
             body = read_frame(s, REPLY_CAP)
         except socket.timeout:
             raise StatusUnavailable(path, f"timed out after {timeout:g} s", listening=True) from None
@@ -46,10 +68,7 @@ def request(path: str, op: str = "status", timeout: float = 3.0) -> StatusReply:
             raise StatusUnavailable(path, str(e), listening=True) from None
     finally:
         s.close()
-    try:
-        return msgspec.json.decode(body, type=StatusReply)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise StatusUnavailable(path, f"unexpected reply: {e}", listening=True) from None
+    return body
 
 
 class RedisView(msgspec.Struct):

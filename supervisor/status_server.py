@@ -2,8 +2,8 @@
 
 Protocol (version ``types.STATUS_PROTOCOL``): each frame is a 4-byte big-endian length and a JSON body
 (msgspec), requests capped at ``REQUEST_CAP`` and replies at ``REPLY_CAP`` (gunicorn ctl's shape). One
-request per connection; only read requests exist (``{"version": 1, "op": "status"}``); control requests
-(scale, drain) come with the lifecycle issue.
+request per connection: a read (``{"version": 1, "op": "status"}``) or a control request (scale, drain;
+frames, versioning and the access rule in ``control``), decoded as ``control.Request``.
 
 Thread, not the main selector: building a reply reads Redis (queue depth, deferred, dead letters,
 failed) and /proc (CPU, RSS), and a slow or dead Redis must never stall the loop that reaps and
@@ -36,6 +36,7 @@ import psutil
 import redis
 
 from .config import Config
+from .control import ControlReply, Request
 from .keys import Keys
 from .types import (
     STATUS_PROTOCOL,
@@ -383,11 +384,12 @@ class StatusBuilder:
             HostSlots(self.cfg.pool.host_id, self.incarnation, os.getpid(), int(time.time() * 1000), rows)
         )
 
-    def handle(self, req: StatusRequest) -> StatusReply:
+    def handle(self, req: StatusRequest | Request) -> StatusReply:
         if req.version != STATUS_PROTOCOL:
             return StatusReply(STATUS_PROTOCOL, False, error=f"protocol version {req.version} not supported")
         if req.op != "status":
-            return StatusReply(STATUS_PROTOCOL, False, error=f"unknown request {req.op!r} (read requests: status)")
+            return StatusReply(STATUS_PROTOCOL, False, error=f"unknown request {req.op!r} (read requests: status; "
+                               'control requests carry "control": 1)')
         return StatusReply(STATUS_PROTOCOL, True, status=self.build())
 
 
@@ -416,10 +418,11 @@ def check_existing(path: str) -> None:
 
 
 class StatusServer(threading.Thread):
-    def __init__(self, path: str, handle: Callable[[StatusRequest], StatusReply], fork_lock: threading.Lock,
-                 log: Any, tick: Callable[[], None] | None = None):
+    def __init__(self, path: str, handle: Callable[[Request], StatusReply | ControlReply], fork_lock: threading.Lock,
+                 log: Any, tick: Callable[[], None] | None = None, group: str = ""):
         super().__init__(name="status", daemon=True)
         self.path = path
+        self.group = group  # status.group: who, besides the daemon's user, may read and control
         self.handle = handle
         self.fork_lock = fork_lock
         self.log = log
@@ -428,12 +431,17 @@ class StatusServer(threading.Thread):
         self.stop_event = threading.Event()
 
     def open(self) -> None:
-        """Bind (mode 0660, directory created). Raises SocketInUse."""
+        """Bind (mode 0660, group ``status.group`` if set; directory created). Raises SocketInUse.
+        The mode is the access check for control requests: connecting needs write permission."""
         Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o750)
         check_existing(self.path)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.bind(self.path)
         os.chmod(self.path, 0o660)
+        if self.group:
+            import grp
+
+            os.chown(self.path, -1, grp.getgrnam(self.group).gr_gid)
         s.listen(16)
         self.sock = s
         close_after_fork(s)
@@ -466,7 +474,7 @@ class StatusServer(threading.Thread):
             conn.settimeout(1.0)  # a client that stalls costs this thread a second, never the main loop
             try:
                 try:
-                    req = msgspec.json.decode(read_frame(conn, REQUEST_CAP), type=StatusRequest)
+                    req = msgspec.json.decode(read_frame(conn, REQUEST_CAP), type=Request)
                 except (msgspec.DecodeError, msgspec.ValidationError) as e:
                     write_frame(conn, StatusReply(STATUS_PROTOCOL, False, error=f"bad request: {e}"))
                     return
