@@ -211,6 +211,7 @@ class Supervisor:
             slots=len(self.slots),
             config=self.cfg.source,
         )
+        self._prepare_fork()
         while True:
             code = self.step(time.monotonic())
             if code is not None:
@@ -257,6 +258,18 @@ class Supervisor:
             return
         if addr:
             self.log.info("metrics_listening", address=f"{addr[0]}:{addr[1]}")
+
+    def _prepare_fork(self) -> None:
+        """Import what a slot runs before forking any, then freeze the GC: the slots then share those
+        pages copy-on-write instead of each importing its own copy, and a collection in a slot does
+        not write to (and so copy) every inherited object. Idle PSS of 5 processes is the target."""
+        import gc
+
+        import tender_pool.slots.busy  # noqa: F401
+        import tender_pool.slots.slot  # noqa: F401
+
+        gc.collect()
+        gc.freeze()
 
     def claim_host(self) -> None:
         """Refuse to start beside a live daemon with our host_id (a copy-pasted environment)."""
