@@ -60,6 +60,8 @@ worker_count = 4
 host_id = "bench-{prefix}"
 heartbeat = 10
 state_dir = "{tmp}/state"
+input_roots = ["{REPO}/jvm/training", "{tmp}"]
+results_dir = "{tmp}/results"
 [status]
 socket = "{tmp}/status.sock"
 [metrics]
@@ -129,6 +131,26 @@ def pickup(q: Queue, n: int = 200) -> dict:
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99) - 1], "max_ms": lat[-1]}
 
 
+def parse_latency(q: Queue, path: str, n: int = 20, warmup: int = 8) -> dict:
+    """parse_markdown of one small document through the daemon: claim (started_at) → Markdown
+    stored and the job settled (finished_at), Redis TIME. The first run starts the slot's warm JVM
+    and imports the reader; it is reported apart, and ``warmup`` more runs let every slot start its
+    JVM before the measured ones."""
+    out = []
+    for i in range(n + 1 + warmup):
+        _, jid, _ = q.enqueue(SubmitRequest(kind="parse_markdown", user=f"x{i}", payload={"file": path}))
+        while True:
+            v = q.r.hmget(q.k.job(jid), "started_at", "finished_at", "state")
+            if v[2] in (b"completed", b"failed"):
+                break
+            time.sleep(0.002)
+        if v[2] != b"completed":
+            raise SystemExit(f"parse_markdown failed: {q.get(jid)}")
+        out.append(int(v[1]) - int(v[0]))
+    first, rest = out[0], sorted(out[1 + warmup :])
+    return {"first_ms": first, "p50_ms": statistics.median(rest), "p90_ms": rest[int(len(rest) * 0.9) - 1]}
+
+
 def memory(pid: int) -> dict:
     procs = tree(pid)
     rss = sum(p.memory_info().rss for p in procs)
@@ -171,6 +193,8 @@ def main() -> None:
         sl = run_batch(q, "sleep10", args.jobs, d.pid)
         time.sleep(1.0)
         pk = pickup(q)
+        doc = parse_latency(q, str(REPO / "jvm" / "training" / "notice.doc"))
+        xls = parse_latency(q, str(REPO / "jvm" / "training" / "signin.xls"))
         rec = recovery(q, d.pid)
         d.send_signal(signal.SIGTERM)
         d.wait(30)
@@ -181,6 +205,10 @@ def main() -> None:
             ("pick-up latency p50 / p99 (idle)", f"{pk['p50_ms']:.0f} / {pk['p99_ms']:.0f} ms", f"max {pk['max_ms']} ms; Redis TIME ms resolution"),
             ("idle RSS supervisor+slots", f"{idle['rss_mib']:.1f} MiB", f"{idle['processes']} processes"),
             ("idle PSS supervisor+slots", f"{idle['pss_mib']:.1f} MiB", ""),
+            ("parse_markdown small .doc, claim → stored", f"{doc['p50_ms']:.0f} / {doc['p90_ms']:.0f} ms",
+             f"p50 / p90, warm JVM; first run {doc['first_ms']} ms (JVM start + imports)"),
+            ("parse_markdown small .xls, claim → stored", f"{xls['p50_ms']:.0f} / {xls['p90_ms']:.0f} ms",
+             f"p50 / p90, warm JVM; first run {xls['first_ms']} ms"),
             ("SIGKILLed slot's job running again", f"{rec * 1000:.0f} ms", "kill → attempt 2 started"),
             ("enqueue rate (one client)", f"{noop['enqueue_per_s']:.0f}/s", "enqueue.lua, one round trip each"),
         ]
