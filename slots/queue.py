@@ -199,6 +199,21 @@ class Queue:
 
     # --- the slot's path: claim → start → settle ---------------------------------------------------
 
+    def _attempt_keys(self, proc: str, job: JobRecord) -> list[str]:
+        """KEYS[1..9] shared by start.lua and settle.lua (their headers name them)."""
+        k = self.k
+        return [
+            proc,
+            k.job(job.id),
+            k.started,
+            k.lock(job.user),
+            k.wait(job.user),
+            k.waitusers,
+            k.ready_lo,
+            k.finished,
+            k.deps(job.id),
+        ]
+
     def claim(self, proc: str, timeout: float) -> bytes | None:
         """Interactive first, else block on bulk. A wake token (``Keys.WAKE``) comes back as-is."""
         entry = self.fast.call("LMOVE", self.k.ready_hi, proc, "RIGHT", "LEFT")
@@ -230,18 +245,7 @@ class Queue:
     ) -> Started:
         """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply."""
         k = self.k
-        keys = [
-            proc,
-            k.job(job.id),
-            k.started,
-            k.lock(job.user),
-            k.wait(job.user),
-            k.waitusers,
-            k.ready_lo,
-            k.finished,
-            k.deps(job.id),
-            k.busy(worker),
-        ]
+        keys = [*self._attempt_keys(proc, job), k.busy(worker)]
         for dep in job.after:
             keys += [k.job(dep), k.deps(dep)]
         res = self.fast.script(
@@ -286,19 +290,7 @@ class Queue:
         k = self.k
         res = self.fast.script(
             self._texts["settle"],
-            [
-                proc,
-                k.job(job.id),
-                k.started,
-                k.lock(job.user),
-                k.wait(job.user),
-                k.waitusers,
-                k.ready_lo,
-                k.finished,
-                k.deps(job.id),
-                k.delayed,
-                k.busy(worker or "-"),
-            ],
+            [*self._attempt_keys(proc, job), k.delayed, k.busy(worker or "-")],
             [
                 job.id,
                 token,

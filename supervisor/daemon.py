@@ -46,7 +46,7 @@ from .metrics import PoolCollector, PoolMetrics
 from .notify import Notifier
 from .reaper import Housekeeper
 from .status_server import QueueProbe, SocketInUse, StatusBuilder, StatusServer, close_after_fork
-from .types import STATUS_PROTOCOL, Beat, Busy, Finished, Idle, SlotState
+from .types import STATUS_PROTOCOL, Beat, Busy, CountersView, Finished, Idle, SlotState
 
 FAST_DEATH_S = 5.0  # a slot that dies sooner than this after spawning counts toward a crash loop
 CRASH_LOOP_AFTER = 3
@@ -75,16 +75,9 @@ class SlotProc:
     recycle: bool = False  # config reload: finishes its job, exits, is forked again at once
 
 
-@dataclass
-class Counters:
-    succeeded: int = 0
-    failed: int = 0
-    retried: int = 0
-    deferred: int = 0
-    reclaimed: int = 0
-    timed_out: int = 0
-    killed: int = 0
-    slot_restarts: int = 0
+# The supervisor's cumulative counters since start are the status JSON's own Struct (the status
+# server adds the housekeeper's reclaims when it reports them).
+Counters = CountersView
 
 
 def boot_id() -> str:

@@ -268,7 +268,7 @@ class StatusBuilder:
         self,
         cfg: Config,
         slots: list,  # daemon.SlotProc, owned and mutated by the main loop
-        counters: Any,  # daemon.Counters
+        counters: CountersView,
         probe: QueueProbe,
         housekeeper: Callable[[], Any],
         draining: Callable[[], bool],
@@ -359,16 +359,7 @@ class StatusBuilder:
             dead_letter=stats.dead_letter if stats else None,
             failed=stats.failed if stats else None,
             redis_ok=redis_ok,
-            counters=CountersView(
-                succeeded=c.succeeded,
-                failed=c.failed,
-                retried=c.retried,
-                deferred=c.deferred,
-                reclaimed=c.reclaimed + (house.reclaimed if house is not None else 0),
-                timed_out=c.timed_out,
-                killed=c.killed,
-                slot_restarts=c.slot_restarts,
-            ),
+            counters=msgspec.structs.replace(c, reclaimed=c.reclaimed + (house.reclaimed if house is not None else 0)),
             slots=rows,
             host_id=self.cfg.pool.host_id,
             pid=os.getpid(),
