@@ -141,13 +141,11 @@ class Queue:
         self.r = client
         self.k = keys
         self.fast = FastLane(client)
-        self._texts = {name: _script_text(name) for name in ("start", "settle")}
+        self._texts = {name: _script_text(name) for name in ("start", "settle")}  # the slot's hot path
         self._scripts = {
             name: client.register_script(_script_text(name))
             for name in (
                 "enqueue",
-                "start",
-                "settle",
                 "requeue",
                 "deadletter",
                 "promote_due",
