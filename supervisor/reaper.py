@@ -17,6 +17,8 @@ the middle of a Redis call or a log write (a lock held at fork time stays held f
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
 from typing import Callable
@@ -131,6 +133,23 @@ class Housekeeper(threading.Thread):
                 self.log.warning("lost_promotion_fixed", user=user.decode(), job_id=promoted)
         cutoff_ms = int((time.time() - self.cfg.pool.result_retention) * 1000)
         r.zremrangebyscore(self.k.finished, "-inf", cutoff_ms)
+        self.prune_results(cutoff_ms / 1000)
+
+    def prune_results(self, cutoff_s: float) -> None:
+        """parse_markdown output lives in results_dir/<job id>/; the job record expires after
+        result_retention, and so do its files (by the directory's last change)."""
+        root = self.cfg.pool.results_dir
+        try:
+            entries = list(os.scandir(root))
+        except OSError:
+            return
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mtime < cutoff_s:
+                    shutil.rmtree(e.path, ignore_errors=True)
+                    self.log.info("result_expired", job_id=e.name)
+            except OSError:
+                continue
 
     def _owner_from_name(self, proc: str) -> str:
         # proc:<host>:<incarnation>:<slot>.<n> — an unregistered list: its owner is only its name

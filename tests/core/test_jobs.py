@@ -111,3 +111,16 @@ def test_cancel_queued_and_running(h):
     assert out.stdout.strip() == "signalled"
     job = h.wait_state(running, states=("cancelled",), timeout=10)
     assert job.error.kind == "cancelled"
+
+
+def test_result_files_expire_with_retention(h, tmp_path):
+    results = tmp_path / "results"
+    old = results / "oldjob"
+    old.mkdir(parents=True)
+    (old / "attempt-1.md").write_text("x")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    fresh = results / "freshjob"
+    fresh.mkdir()
+    h.daemon(workers=1, extra=f'results_dir = "{results}"\nresult_retention = 600')
+    wait_until(lambda: not old.exists(), 15, what="the expired result directory removed")
+    assert fresh.exists()
