@@ -147,3 +147,23 @@ def test_unreachable_exit_2_with_json_and_redis_down_degraded(h, tmp_path):
     assert d.stop() == 0
     assert not sock.exists()
     assert status(h)[0] == 2
+
+
+def test_status_watch_refreshes_in_place_until_interrupted(h):
+    import signal as _signal
+    import subprocess as _sp
+    from conftest import TENDER_POOL
+    d = h.daemon(workers=1)
+    d.wait_slots(1)
+    wait_until(lambda: h.cli("status").returncode == 0, 15, what="healthy status")
+    p = _sp.Popen([TENDER_POOL, "status", "--watch", "--interval", "0.3", "-c", str(h.tmp / "a.toml")],
+                  stdout=_sp.PIPE, text=True, env=h.env())
+    import time as _t
+    _t.sleep(1.5)
+    p.send_signal(_signal.SIGINT)
+    out, _ = p.communicate(timeout=10)
+    # (click drops the clear-screen codes when stdout is not a terminal; each frame starts with ●)
+    frames = out.split("● tender-pool")[1:]
+    assert len(frames) >= 3, out  # redrawn several times
+    assert all("slots" in f and "1 configured" in f for f in frames)
+    assert p.returncode == 0  # the last frame's health
