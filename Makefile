@@ -17,7 +17,7 @@ deps:
 	fi
 
 venv: deps
-	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	@$(PY) -m pip --version >/dev/null 2>&1 || python3 -m venv --clear $(VENV)  # new, or half-made by an interrupted run
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 
 jvm: deps
