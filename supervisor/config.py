@@ -62,6 +62,7 @@ class PoolConfig(msgspec.Struct, forbid_unknown_fields=True):
 class ExtractConfig(msgspec.Struct, forbid_unknown_fields=True):
     timeout: float = 600.0
     jvm_heap: str = "512m"
+    check_archive: bool = True
 
 
 class StatusConfig(msgspec.Struct, forbid_unknown_fields=True):

@@ -204,6 +204,7 @@ class Supervisor:
             slots=len(self.slots),
             config=self.cfg.source,
         )
+        self._check_jvm_archive()
         self._prepare_fork()
         while True:
             code = self.step(time.monotonic())
@@ -251,6 +252,23 @@ class Supervisor:
             return
         if addr:
             self.log.info("metrics_listening", address=f"{addr[0]}:{addr[1]}")
+
+    def _check_jvm_archive(self) -> None:
+        """Before any slot exists (so no waitpid(-1) or orphan sweep can take the check's processes):
+        `jvm/build.sh --check` (~0.3 s when current) rebuilds a stale AppCDS archive. Not fatal: a
+        stale or missing archive only makes the JVM start slower, and .docx/.pdf need no JVM."""
+        if not self.cfg.extract.check_archive:
+            return
+        t0 = time.monotonic()
+        try:
+            from tender_pool.extract.jvm import check_archive
+
+            ok = check_archive(rebuild=True, timeout=120)
+        except Exception as e:  # noqa: BLE001 - a missing JDK must not stop the pool
+            self.log.warning("jvm_archive_check_failed", error=str(e))
+            return
+        log = self.log.info if ok else self.log.warning
+        log("jvm_archive_checked", usable=ok, seconds=round(time.monotonic() - t0, 3))
 
     def _prepare_fork(self) -> None:
         """Import what a slot runs before forking any, then freeze the GC: the slots then share those

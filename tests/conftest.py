@@ -92,7 +92,8 @@ def redis_server(tmp_path):
 
 def write_config(path: Path, *, redis_url: str, prefix: str, host_id: str, workers: int = 2,
                  heartbeat: float = 0.5, extra: str = "", handlers: str | None = None,
-                 input_roots: list[str] | None = None, state_dir: Path, tail: str = "") -> Path:
+                 input_roots: list[str] | None = None, state_dir: Path, tail: str = "",
+                 extract: str = "", check_archive: bool = False) -> Path:
     beh = f'["{PYTHON}", "{JOBS / "behave.py"}"]'
     if handlers is None:
         handlers = f"""
@@ -137,6 +138,10 @@ socket = "{state_dir}/status.sock"
 
 [metrics]
 listen = ""
+
+[extract]
+check_archive = {"true" if check_archive else "false"}
+{extract}
 {handlers}
 {tail}
 """)

@@ -55,7 +55,7 @@ def test_warm_jvm_is_started_once_per_slot_and_reused(h, docs, jvm_build):
 def test_stuck_jvm_is_killed_at_the_timeout_and_replaced(h, docs, jvm_build):
     import psutil
     import signal
-    d = h.daemon(workers=1, input_roots=[str(docs)], tail="[extract]\ntimeout = 3\n")
+    d = h.daemon(workers=1, input_roots=[str(docs)], extract="timeout = 3")
     doc = str(docs / "tender-01-notice.doc")
     h.wait_state(h.submit(kind="parse_markdown", payload={"file": doc}), timeout=60)
     slot = psutil.Process(d.wait_slots(1)[0])
@@ -68,3 +68,16 @@ def test_stuck_jvm_is_killed_at_the_timeout_and_replaced(h, docs, jvm_build):
                what="the stuck JVM's group killed")
     again = h.wait_state(h.submit(kind="parse_markdown", payload={"file": doc}), timeout=60)
     assert again.result["format"] == "doc"
+
+
+def test_daemon_start_rebuilds_a_stale_jvm_archive(h, jvm_build):
+    import subprocess
+    from tender_pool.extract.jvm import ARCHIVE_NAME, java_command
+    archive = jvm_build / ARCHIVE_NAME
+    archive.write_bytes(b"not a CDS archive")  # what a JDK update looks like to the JVM: unusable
+    smoke = [*java_command("256m", share="on"), "doc", str(jvm_build.parent / "training" / "notice.doc")]
+    assert subprocess.run(smoke, capture_output=True).returncode != 0
+    d = h.daemon(workers=1, check_archive=True)
+    wait_until(lambda: "jvm_archive_checked" in d.logs(), 120, what="the archive check at start")
+    assert '"usable": true' in d.logs()
+    assert subprocess.run(smoke, capture_output=True).returncode == 0
