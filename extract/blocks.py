@@ -126,6 +126,22 @@ class Meta(msgspec.Struct, tag_field="t", tag="meta", omit_defaults=True):
     started_at_ms: int | None = None
 
 
+class Section(msgspec.Struct, tag_field="t", tag="section", omit_defaults=True):
+    """Word processing: the page geometry of the body blocks since the previous Section block (or the start).
+
+    Emitted *after* the section's content, as Word stores it (a section's properties end the section).
+    Twips (1/1440 inch); 0 = not stored. Only the page estimate reads it.
+    """
+
+    width: int = 0
+    height: int = 0
+    left: int = 0
+    right: int = 0
+    top: int = 0
+    bottom: int = 0
+    columns: int = 1
+
+
 class Failure(msgspec.Struct, tag_field="t", tag="error"):
     """A typed failure from a reader (the JVM prints it as its last line and exits 3)."""
 
@@ -137,7 +153,7 @@ class End(msgspec.Struct, tag_field="t", tag="end"):
     """Last line of one document in the JVM's output; lets a warm JVM serve documents back to back."""
 
 
-Block = Union[Para, TableBlock, Image, Sheet, Meta, Failure, End]
+Block = Union[Para, TableBlock, Image, Sheet, Meta, Section, Failure, End]
 
 _decoder = msgspec.json.Decoder(Block)
 _encoder = msgspec.json.Encoder()

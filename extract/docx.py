@@ -10,7 +10,7 @@ import re
 
 from lxml import etree
 
-from .blocks import Block, Cell, Image, Meta, Para, Table, TableBlock
+from .blocks import Block, Cell, Image, Meta, Para, Section, Table, TableBlock
 from .ooxml import Package
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -359,9 +359,35 @@ class DocxReader:
         for child in self._content(body):
             if child.tag == P:
                 out.extend(self.paragraph(child, story))
+                ppr = child.find(w("pPr"))
+                sect = ppr.find(w("sectPr")) if ppr is not None and story == "body" else None
+                if sect is not None:
+                    out.append(_section(sect))
             elif child.tag == TBL:
                 out.append(TableBlock(self.table(child, story), story=story))  # type: ignore[arg-type]
+            elif child.tag == w("sectPr") and story == "body":
+                out.append(_section(child))
         return out
+
+
+def _twips(el, attr: str) -> int:
+    if el is None:
+        return 0
+    try:
+        return int(float(el.get(w(attr)) or 0))
+    except ValueError:
+        return 0
+
+
+def _section(sect) -> Section:
+    """A body section's page geometry (w:pgSz, w:pgMar, w:cols)."""
+    sz, mar, cols = sect.find(w("pgSz")), sect.find(w("pgMar")), sect.find(w("cols"))
+    width, height = _twips(sz, "w"), _twips(sz, "h")
+    if sz is not None and sz.get(w("orient")) == "landscape" and width and height and width < height:
+        width, height = height, width
+    num = _twips(cols, "num") or 1
+    return Section(width=width, height=height, left=_twips(mar, "left"), right=_twips(mar, "right"),
+                   top=abs(_twips(mar, "top")), bottom=abs(_twips(mar, "bottom")), columns=max(1, num))
 
 
 def _inherit_heading(style_id: str) -> bool:

@@ -3,9 +3,11 @@
 Why an estimate at all: the queue and the LLM budget want a size in pages, and LibreOffice-written
 .doc/.xls carry no page count. The estimate models what LibreOffice's pagination would give:
 
-* word processing: a page holds about ``CJK_PER_PAGE`` CJK characters or ``LATIN_PER_PAGE`` other
-  non-blank characters; every table row and every paragraph costs some vertical space on top.
-  Hard page breaks and new-page section breaks (``Meta.page_breaks``) add ``BREAK_COST`` each.
+* word processing: a line model per section (``Section`` blocks carry each section's paper, orientation,
+  margins and columns; A4 where none is stored): every paragraph and table row takes whole lines of the
+  section's text width at ``FONT_PT`` (CJK one em, Latin half), plus spacing; a page holds the section's
+  text height. Landscape sections thus hold fewer, longer lines. Hard page breaks and new-page section
+  breaks (``Meta.page_breaks``) add ``BREAK_COST`` each.
 * sheets: LibreOffice's own pagination modelled from the sheet's page setup (``Sheet.setup``): paper,
   orientation, margins, scale / fit-to-pages, print areas, manual breaks, column widths and row heights,
   rows grown by wrapped text; empty pages are skipped, as LibreOffice does (see ``_sheet_pages``).
@@ -17,33 +19,16 @@ from __future__ import annotations
 
 import math
 
-from .blocks import Block, Meta, PageSetup, Para, Sheet, TableBlock
-from .markdown import table_grid
+from .blocks import Block, Meta, PageSetup, Para, Section, Sheet, TableBlock
 
-CJK_PER_PAGE = 900.0
-LATIN_PER_PAGE = 1500.0
-PARA_COST = 18.0  # characters' worth of space a paragraph break costs (line ends, spacing)
-ROW_COST = 40.0  # a table row: borders and padding
-DENSITY = 0.9  # scales the text/row units above (fitted with BREAK_COST and ROUNDING on the whole corpus)
+DENSITY = 1.0  # scales the word-processing line model below (fitted with BREAK_COST and ROUNDING on the whole corpus)
 BREAK_COST = 0.7  # pages a hard page break or new-page section break adds on average (its page's unused rest)
-ROUNDING = 0.5
+ROUNDING = 0.65
 
 
 def _is_wide(ch: str) -> bool:
     o = ord(ch)
     return 0x2E80 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF
-
-
-def _text_units(text: str) -> float:
-    wide = other = 0
-    for ch in text:
-        if ch.isspace():
-            continue
-        if _is_wide(ch):
-            wide += 1
-        else:
-            other += 1
-    return wide / CJK_PER_PAGE + other / LATIN_PER_PAGE
 
 
 # Paper sizes by Excel paper code, inches (width, height).
@@ -173,20 +158,70 @@ def estimate(blocks: list[Block]) -> tuple[int, str]:
     sheets = [b for b in blocks if isinstance(b, Sheet)]
     if sheets:
         return max(1, sum(_sheet_pages(s) for s in sheets)), "estimated"
-    units = 0.0
-    for b in blocks:
-        if isinstance(b, Para) and b.story == "body":
-            units += _text_units(b.text) + PARA_COST / LATIN_PER_PAGE
-        elif isinstance(b, TableBlock) and b.story == "body":
-            grid, nested = table_grid(b.table)
-            for row in grid:
-                seen = set()
-                for v in row:
-                    if v not in seen:
-                        seen.add(v)
-                        units += _text_units(v)
-                units += ROW_COST / LATIN_PER_PAGE
-            for _, _, t in nested:
-                units += len(t.rows) * ROW_COST / LATIN_PER_PAGE
     breaks = (meta.page_breaks or 0) if meta is not None else 0
-    return max(1, round(units * DENSITY + BREAK_COST * breaks + ROUNDING)), "estimated"
+    return max(1, round(_word_pages(blocks) + BREAK_COST * breaks + ROUNDING)), "estimated"
+
+
+# Word processing, line model: every paragraph and table row takes whole lines of the section's text width;
+# a page holds as many lines as the section's text height allows (landscape sections: wider, fewer lines).
+FONT_PT = 10.5  # body font size where the file's styles are not read (fitted)
+LINE = 1.3  # line height / font size (CJK fonts in LibreOffice run ~1.3)
+LATIN_EM = 0.5  # a Latin character's width in ems
+PARA_SPACE = 12.0  # points between paragraphs
+ROW_PAD = 4.0  # points of padding and border per table row
+CELL_PAD = 11.0  # points of left+right cell padding
+A4_TEXT = ((11906 - 2 * 1417) / 20, (16838 - 2 * 1304) / 20)  # text area where no section geometry is stored
+
+
+def _ems(text: str) -> float:
+    return sum(0.0 if ch.isspace() and ch != " " else (1.0 if _is_wide(ch) else LATIN_EM) for ch in text)
+
+
+def _lines(text: str, width_pt: float) -> int:
+    per_line = max(1.0, width_pt / FONT_PT)
+    return sum(max(1, math.ceil(_ems(piece) / per_line)) for piece in text.split("\n"))
+
+
+def _table_height(table, width_pt: float) -> float:
+    h = 0.0
+    for row in table.rows:
+        n = max(1, len(row))
+        tallest = 1
+        for c in row:
+            w = (c.width / 20.0) if c.width else width_pt / n
+            w = max(FONT_PT, w - CELL_PAD)
+            if c.text.strip():
+                tallest = max(tallest, _lines(c.text, w))
+            if c.table is not None:
+                h += _table_height(c.table, w)
+        h += tallest * FONT_PT * LINE + ROW_PAD
+    return h
+
+
+def _word_pages(blocks: list[Block]) -> float:
+    """Pages of the body, section by section (a Section block closes the blocks before it)."""
+    total = 0.0
+    pending: list[Block] = []
+
+    def flush(sec: Section | None) -> float:
+        w, h = A4_TEXT
+        if sec is not None and sec.width > sec.left + sec.right and sec.height > sec.top + sec.bottom:
+            w = (sec.width - sec.left - sec.right) / 20.0 / max(1, sec.columns)
+            h = (sec.height - sec.top - sec.bottom) / 20.0 * max(1, sec.columns)
+        used = 0.0
+        for b in pending:
+            if isinstance(b, Para):
+                used += _lines(b.text, w) * FONT_PT * LINE + PARA_SPACE
+            else:
+                used += _table_height(b.table, w)
+        pending.clear()
+        return used / max(72.0, h)
+
+    for b in blocks:
+        if isinstance(b, (Para, TableBlock)) and b.story == "body":
+            pending.append(b)
+        elif isinstance(b, Section):
+            total += flush(b)
+    if pending:
+        total += flush(None)
+    return total * DENSITY

@@ -27,6 +27,7 @@ import org.apache.poi.hwpf.usermodel.HeaderStories;
 import org.apache.poi.hwpf.usermodel.Paragraph;
 import org.apache.poi.hwpf.usermodel.Picture;
 import org.apache.poi.hwpf.usermodel.Range;
+import org.apache.poi.hwpf.usermodel.Section;
 import org.apache.poi.hwpf.usermodel.Table;
 import org.apache.poi.hwpf.usermodel.TableCell;
 import org.apache.poi.hwpf.usermodel.TableRow;
@@ -121,8 +122,13 @@ final class DocReader {
     /** Top-level walk: a paragraph in a table stands for the whole table, the rest of whose paragraphs are skipped. */
     private void emitRange(Range r, String story, boolean withPictures) {
         int n = r.numParagraphs();
+        List<Section> sections = story.equals("body") ? sections(r) : new ArrayList<>();
+        int sec = 0;
         for (int i = 0; i < n; i++) {
             Paragraph p = r.getParagraph(i);
+            while (sec < sections.size() && p.getStartOffset() >= sections.get(sec).getEndOffset()) {
+                section(sections.get(sec++));
+            }
             if (p.isInTable() && p.getTableLevel() > 0) {
                 Table t = null;
                 try {
@@ -143,6 +149,34 @@ final class DocReader {
                 }
             }
             para(p, story, withPictures);
+        }
+        while (sec < sections.size()) section(sections.get(sec++));
+    }
+
+    private List<Section> sections(Range r) {
+        List<Section> out = new ArrayList<>();
+        try {
+            for (int i = 0, n = r.numSections(); i < n; i++) out.add(r.getSection(i));
+        } catch (RuntimeException e) {
+            warn("sections", e);
+        }
+        return out;
+    }
+
+    /** A body section's page geometry, after its content (the page estimate reads it; see blocks.Section). */
+    private void section(Section s) {
+        try {
+            StringBuilder sb = Json.obj("section");
+            Json.field(sb, "width", s.getPageWidth());
+            Json.field(sb, "height", s.getPageHeight());
+            Json.field(sb, "left", s.getMarginLeft());
+            Json.field(sb, "right", s.getMarginRight());
+            Json.field(sb, "top", Math.abs(s.getMarginTop()));
+            Json.field(sb, "bottom", Math.abs(s.getMarginBottom()));
+            Json.field(sb, "columns", Math.max(1, s.getNumColumns()));
+            blocks.add(sb.append('}').toString());
+        } catch (RuntimeException e) {
+            warn("section", e);
         }
     }
 

@@ -1,0 +1,78 @@
+"""Page estimate against the corpus (issue 3): within ±20 % of LibreOffice's pagination on ≥ 80 % of the
+``ok`` files, exact for PDF, and the metadata says how the count was obtained."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tender_pool.extract.api import extract
+from tender_pool.extract.blocks import Para, Section, decode_line
+from tender_pool.extract.pages import estimate
+
+from corpus import manifest as _manifest
+
+MIN_SHARE = 0.80
+SOURCES = {"stored", "exact", "estimated"}
+try:
+    ENTRIES = _manifest()
+except (OSError, ValueError):
+    ENTRIES = []
+PAGED = [e for e in ENTRIES if e["expect"] == "ok" and e.get("pages")]
+
+
+@pytest.mark.timeout(600)
+def test_page_estimate_share_within_20_percent(corpus_dir, request):
+    if not PAGED:
+        pytest.skip("no ok files with pages in the manifest")
+    warm = None
+    if any(e["kind"] in ("doc", "xls") for e in PAGED):
+        request.getfixturevalue("jvm_build")
+        from tender_pool.extract.jvm import WarmJvm
+        warm = WarmJvm()
+    ratios: list[tuple[float, str, int, int]] = []
+    try:
+        for e in PAGED:
+            x = extract(str(corpus_dir / e["file"]), timeout=120, jvm=warm if e["kind"] in ("doc", "xls") else None)
+            assert x.pages_source in SOURCES
+            ratios.append((x.pages / e["pages"], Path(e["file"]).name, x.pages, e["pages"]))
+    finally:
+        if warm is not None:
+            warm.close()
+    within = [r for r in ratios if 0.8 <= r[0] <= 1.2]
+    share = len(within) / len(ratios)
+    worst = sorted(ratios, key=lambda r: -max(r[0], 1 / r[0]))[:5]
+    print(f"\npages within ±20 %: {len(within)}/{len(ratios)} = {share:.0%}; median ratio "
+          f"{statistics.median(r[0] for r in ratios):.2f}; worst: " + ", ".join(f"{w[1]} {w[2]}/{w[3]}" for w in worst))
+    assert share >= MIN_SHARE, f"only {share:.0%} of ok files within ±20 % (worst: {worst})"
+
+
+@pytest.mark.parametrize("entry", [e for e in PAGED if e["kind"] == "pdf"], ids=lambda e: Path(e["file"]).name)
+def test_pdf_pages_exact(entry, corpus_dir):
+    x = extract(str(corpus_dir / entry["file"]), timeout=120)
+    assert x.pages == entry["pages"]
+    assert x.pages_source == "exact"
+
+
+def _section(width: int, height: int) -> Section:
+    return Section(width=width, height=height, left=1417, right=1417, top=1304, bottom=1304)
+
+
+def test_landscape_section_holds_fewer_lines():
+    """The same short paragraphs take more pages in a landscape section (fewer lines per page)."""
+    paras = [Para(text="技术参数") for _ in range(400)]
+    portrait, _ = estimate([*paras, _section(11906, 16838)])
+    landscape, _ = estimate([*paras, _section(16838, 11906)])
+    assert landscape > portrait
+
+
+def test_section_block_decodes():
+    b = decode_line('{"t":"section","width":16838,"height":11906,"left":1417,"right":1417,"top":1304,"bottom":1304}')
+    assert isinstance(b, Section) and b.width > b.height and b.columns == 1
+
+
+def test_pages_source_estimated_without_stored_count():
+    pages, source = estimate([Para(text="x" * 100)])
+    assert (pages, source) == (1, "estimated")
