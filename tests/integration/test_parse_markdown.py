@@ -74,7 +74,11 @@ def test_daemon_start_rebuilds_a_stale_jvm_archive(h, jvm_build):
     import subprocess
     from tender_pool.extract.jvm import ARCHIVE_NAME, java_command
     archive = jvm_build / ARCHIVE_NAME
-    archive.write_bytes(b"not a CDS archive")  # what a JDK update looks like to the JVM: unusable
+    # what a JDK update looks like to the JVM: an unusable archive. A new file renamed over it: a JVM
+    # that still maps the old one must not see its pages change under it (SIGBUS).
+    stale = archive.with_suffix(".stale")
+    stale.write_bytes(b"not a CDS archive")
+    os.replace(stale, archive)
     smoke = [*java_command("256m", share="on"), "doc", str(jvm_build.parent / "training" / "notice.doc")]
     assert subprocess.run(smoke, capture_output=True).returncode != 0
     d = h.daemon(workers=1, check_archive=True)
