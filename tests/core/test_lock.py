@@ -41,10 +41,10 @@ def commands(h):
     return int(h.r.info("stats")["total_commands_processed"])
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(180)
 def test_waiting_jobs_do_not_spin_and_others_flow(h):
     h.daemon(workers=2)
-    blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 30})
+    blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 45})
     wait_until(lambda: (h.records / f"{blocker}.1.start").exists(), 15, what="blocker start")
     time.sleep(0.5)
     c0, t0 = commands(h), time.monotonic()
@@ -53,16 +53,22 @@ def test_waiting_jobs_do_not_spin_and_others_flow(h):
     waiting = [h.submit(user="busy", payload={"record": str(h.records)}) for _ in range(20)]
     wait_until(lambda: all(h.job(j).state.value == "waiting" for j in waiting), 10, what="20 parked jobs")
     time.sleep(0.3)
-    c1, t1 = commands(h), time.monotonic()
-    time.sleep(10.0)
-    busy_rate = (commands(h) - c1 - 1) / (time.monotonic() - t1)
-    assert busy_rate - idle_rate < 2, f"idle {idle_rate:.1f}/s, with 20 waiting {busy_rate:.1f}/s"
+    rates = []
+    for _ in range(2):  # a spin shows in every window; timing jitter of periodic work only in some
+        c1, t1 = commands(h), time.monotonic()
+        time.sleep(10.0)
+        rates.append((commands(h) - c1 - 1) / (time.monotonic() - t1))
+        if rates[-1] - idle_rate < 2:
+            break
+    busy_rate = min(rates)
+    assert busy_rate - idle_rate < 2, f"idle {idle_rate:.1f}/s, with 20 waiting {rates}/s"
     # (windows of 10 s: the housekeeper's 5 s sweep and the status sampler make shorter ones noisy)
     # another user's job flows past the busy user
     other = h.submit(user="other", payload={"record": str(h.records)})
     h.wait_state(other, timeout=5)
     assert h.job(blocker).state.value == "running"
-    # the busy user's jobs then run in their own order, one at a time
+    # the busy user's jobs then run in their own order, one at a time, once the blocker ends
+    assert h.cli("cancel", blocker).stdout.strip() == "signalled"
     for j in waiting:
         h.wait_state(j, timeout=60)
     starts = [json.loads((h.records / f"{j}.1.start").read_text())["t"] for j in waiting]
