@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-from lxml import etree
 
 from .blocks import Block, Cell, Image, Meta, Para, Section, Table, TableBlock
 from .ooxml import Package

@@ -8,7 +8,6 @@ The engine that produced the text is recorded in Meta so the metadata says which
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 import struct

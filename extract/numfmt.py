@@ -59,8 +59,6 @@ def format_date(value: dt.datetime | dt.date | dt.time, code: str) -> str:
     elif not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     out: list[str] = []
-    pos = 0
-    literals = []
     # tokenise with literals preserved
     tokens = re.findall(r'"[^"]*"|\\.|yyyy|yy|mmmm|mmm|mm|m|dddd|ddd|dd|d|hh|h|ss|s|am/pm|AM/PM|a/p|\.0+|.', section)
     has_ampm = any(t.lower() in ("am/pm", "a/p") for t in tokens)
@@ -111,7 +109,6 @@ def format_date(value: dt.datetime | dt.date | dt.time, code: str) -> str:
 
 
 def _format_number(v: float, section: str) -> str:
-    lits_before = ""
     text = section
     # split literal text around the numeric core
     core_match = re.search(r"[#0?][#0?,.]*(E[+-][0#]+)?%?|%", _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text))

@@ -2,7 +2,6 @@
 
 import json
 
-from conftest import wait_until
 
 
 def test_job_runs_to_completion_and_job_cli_shows_it(h):

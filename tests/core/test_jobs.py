@@ -4,7 +4,6 @@ import json
 import os
 import time
 
-import msgspec
 
 from conftest import wait_until
 from tender_pool.slots import runner

@@ -1,7 +1,5 @@
 """redis.url = "embedded": a private redis-server the supervisor starts, keeps, and stops."""
 
-import os
-import signal
 
 import psutil
 import pytest

@@ -6,7 +6,6 @@ import re
 import socket
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
