@@ -93,7 +93,7 @@ def outcome_of(res: RunResult, timeout: float) -> Outcome:
         return Outcome("failed", error=JobError("timeout", f"killed after {timeout:g} s"), signals=res.signals)
     if res.stopped == "cancel":
         return Outcome("failed", error=JobError("cancelled", "cancelled while running"), signals=res.signals, ran=False)
-    if res.stopped:  # abort: drain or supervisor's order; not the job's fault
+    if res.stopped:  # abort (drain, supervisor's order) or fenced (reclaimed elsewhere): not the job's fault
         return Outcome("interrupted", signals=res.signals)
     tail = res.stderr_tail.decode("utf-8", "replace").strip()[-500:]
     if res.returncode == 0:

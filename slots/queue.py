@@ -378,8 +378,17 @@ class Queue:
         )
         return _s(res) or ""
 
-    def is_cancelled(self, job_id: str) -> bool:
-        return self.r.hget(self.k.job(job_id), "cancel") == b"1"
+    def poll_attempt(self, job_id: str, token: str) -> str | None:
+        """Once a second while a job runs: "cancel" when it was cancelled, "fenced" when its token is
+        no longer ours (another host's reaper reclaimed it after our heartbeat lapsed: a partition, a
+        stalled supervisor). Stopping then bounds a double run to about a second after the reclaim
+        becomes visible, instead of the rest of the job."""
+        cancel, current = self.fast.call("HMGET", self.k.job(job_id), "cancel", "token")
+        if cancel == b"1":
+            return "cancel"
+        if (current or b"").decode() != token:
+            return "fenced"
+        return None
 
 
 def decode_submit(raw: bytes) -> SubmitRequest:

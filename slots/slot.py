@@ -274,7 +274,7 @@ class Slot:
             deadline=t0 + timeout,
             kill_grace=self.cfg.pool.kill_grace,
             marker=("TENDER_POOL_ATTEMPT", st.token),
-            tick=lambda: self._tick(job),
+            tick=lambda: self._tick(job, st.token),
             tick_every=min(1.0, self.beat_every),
         )
         self.child_pid = 0
@@ -314,7 +314,7 @@ class Slot:
         self.jvm.ensure_started()
         return self.jvm
 
-    def _tick(self, job: JobRecord) -> str | None:
+    def _tick(self, job: JobRecord, token: str) -> str | None:
         self.beat(force=True)
         if self.aborting:
             return "abort"
@@ -324,11 +324,9 @@ class Slot:
         self.last_cancel_poll = now
         try:
             assert self.q is not None
-            if self.q.is_cancelled(job.id):
-                return "cancel"
+            return self.q.poll_attempt(job.id, token)
         except redis.RedisError:
-            pass
-        return None
+            return None
 
     def settle(self, job: JobRecord, st: Started, outcome: Outcome) -> None:
         """Record the outcome and release the lock, in one fenced script; retried until Redis takes it."""

@@ -128,3 +128,20 @@ def test_crash_cap_stops_a_job_that_kills_its_slot(h):
     jid = h.submit(payload={"crash_slot": True})
     job = h.wait_state(jid, states=("failed",), timeout=30)
     assert job.error.kind == "crash_cap" and job.attempts == 3
+
+
+def test_an_attempt_whose_job_was_reclaimed_elsewhere_stops_within_seconds(h):
+    # Given a running attempt
+    h.daemon(workers=1)
+    jid = h.submit(kind="long", payload={"record": str(h.records), "sleep": 30})
+    wait_until(lambda: (h.records / f"{jid}.1.start").exists(), 15, what="start")
+    marker = __import__("json").loads((h.records / f"{jid}.1.start").read_text())["attempt_env"]
+    assert runner.find_marked("TENDER_POOL_ATTEMPT", marker)
+    # When another host's reaper reclaims it (its token changes, as requeue.lua + a new start would do)
+    h.r.hset(f"{h.prefix}:{{tender_parse}}:job:{jid}", "token", "9.elsewhere")
+    t0 = time.monotonic()
+    # Then this attempt's processes are gone within a few seconds, and its settle was fenced
+    wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="the stale attempt stopped")
+    assert time.monotonic() - t0 < 3
+    wait_until(lambda: '"verdict": "fenced"' in h.daemons[0].logs(), 5, what="fenced settle")
+    assert h.job(jid).token == "9.elsewhere"  # the new owner's state untouched
