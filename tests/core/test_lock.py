@@ -44,12 +44,14 @@ def commands(h):
 @pytest.mark.timeout(180)
 def test_waiting_jobs_do_not_spin_and_others_flow(h):
     h.daemon(workers=2)
-    blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 45})
+    blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 55})
     wait_until(lambda: (h.records / f"{blocker}.1.start").exists(), 15, what="blocker start")
-    time.sleep(0.5)
-    c0, t0 = commands(h), time.monotonic()
-    time.sleep(10.0)
-    idle_rate = (commands(h) - c0 - 1) / (time.monotonic() - t0)
+    idle = []
+    for _ in range(2):  # the pool's own rate with the user busy; the first window can still be settling
+        c0, t0 = commands(h), time.monotonic()
+        time.sleep(10.0)
+        idle.append((commands(h) - c0 - 1) / (time.monotonic() - t0))
+    idle_rate = max(idle)
     waiting = [h.submit(user="busy", payload={"record": str(h.records)}) for _ in range(20)]
     wait_until(lambda: all(h.job(j).state.value == "waiting" for j in waiting), 10, what="20 parked jobs")
     time.sleep(0.3)
@@ -61,7 +63,7 @@ def test_waiting_jobs_do_not_spin_and_others_flow(h):
         if rates[-1] - idle_rate < 2:
             break
     busy_rate = min(rates)
-    assert busy_rate - idle_rate < 2, f"idle {idle_rate:.1f}/s, with 20 waiting {rates}/s"
+    assert busy_rate - idle_rate < 2, f"idle {idle}/s, with 20 waiting {rates}/s"
     # (windows of 10 s: the housekeeper's 5 s sweep and the status sampler make shorter ones noisy)
     # another user's job flows past the busy user
     other = h.submit(user="other", payload={"record": str(h.records)})
