@@ -132,25 +132,31 @@ def antiword(path: str, timeout: float | None) -> list[Block]:
     return blocks
 
 
+def _try_poi(path: str, mode: str, *, timeout: float | None, heap: str, warm,
+             timings: dict) -> tuple[list[Block] | None, ExtractError | None, str]:
+    """POI first, for both formats. Returns (blocks, None, "") on success, else (None, POI's error or
+    None when POI is not installed, why) for the caller's fallback; final kinds (_NO_FALLBACK) raise."""
+    t0 = time.monotonic()
+    try:
+        blocks = _poi(path, mode, timeout=timeout, heap=heap, warm=warm, timings=timings)
+    except LookupError as exc:
+        return None, None, str(exc)
+    except ExtractError as exc:
+        if exc.kind in _NO_FALLBACK:
+            raise
+        return None, exc, f"POI: {exc.kind}: {exc.message}"
+    timings["jvm"] = time.monotonic() - t0
+    return blocks, None, ""
+
+
 def read_doc(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, warm,
              timings: dict) -> list[Block]:
-    poi_error: ExtractError | None = None
     if sniffed.detail != "word2":
-        t0 = time.monotonic()
-        try:
-            blocks = _poi(path, "doc", timeout=timeout, heap=heap, warm=warm, timings=timings)
-            timings["jvm"] = time.monotonic() - t0
+        blocks, poi_error, why = _try_poi(path, "doc", timeout=timeout, heap=heap, warm=warm, timings=timings)
+        if blocks is not None:
             return blocks
-        except LookupError as exc:
-            poi_error = None
-            why = str(exc)
-        except ExtractError as exc:
-            if exc.kind in _NO_FALLBACK:
-                raise
-            poi_error = exc
-            why = f"POI: {exc.kind}: {exc.message}"
     else:
-        why = "Word 2.x file (POI cannot read it)"
+        poi_error, why = None, "Word 2.x file (POI cannot read it)"
     if poi_error is None and _doc_encrypted(path):
         raise ExtractError("encrypted", "password-protected Word document")
     try:
@@ -253,23 +259,12 @@ def xlrd_blocks(path: str) -> list[Block]:
 
 def read_xls(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, warm,
              timings: dict) -> list[Block]:
-    why = ""
-    poi_error: ExtractError | None = None
-    if sniffed.detail not in ("biff-raw",):
-        t0 = time.monotonic()
-        try:
-            blocks = _poi(path, "xls", timeout=timeout, heap=heap, warm=warm, timings=timings)
-            timings["jvm"] = time.monotonic() - t0
+    if sniffed.detail != "biff-raw":
+        blocks, poi_error, why = _try_poi(path, "xls", timeout=timeout, heap=heap, warm=warm, timings=timings)
+        if blocks is not None:
             return blocks
-        except LookupError as exc:
-            why = str(exc)
-        except ExtractError as exc:
-            if exc.kind in _NO_FALLBACK:
-                raise
-            poi_error = exc
-            why = f"POI: {exc.kind}: {exc.message}"
     else:
-        why = "pre-OLE Excel 2-4 file"
+        poi_error, why = None, "pre-OLE Excel 2-4 file"
     try:
         blocks = xlrd_blocks(path)
     except ExtractError as exc:

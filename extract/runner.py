@@ -25,21 +25,6 @@ class JobOutput(msgspec.Struct):
     format: str
 
 
-class Metadata(msgspec.Struct):
-    """Everything in Extraction except the Markdown itself."""
-
-    format: str
-    engine: str
-    pages: int
-    pages_source: str
-    chars: int
-    tables: int
-    images: int
-    sheets: int
-    warnings: list[str]
-    timings: dict[str, float]
-
-
 def _atomic_write(path: str, data: bytes) -> None:
     d = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
@@ -57,9 +42,12 @@ def _atomic_write(path: str, data: bytes) -> None:
         raise
 
 
-def metadata_of(x: Extraction) -> Metadata:
-    return Metadata(format=x.format, engine=x.engine, pages=x.pages, pages_source=x.pages_source, chars=x.chars,
-                    tables=x.tables, images=x.images, sheets=x.sheets, warnings=x.warnings, timings=x.timings)
+def metadata_of(x: Extraction) -> dict:
+    """The metadata file: everything in the extraction JSON except the Markdown itself (derived, so
+    the two can never drift apart)."""
+    meta = msgspec.structs.asdict(x)
+    del meta["markdown"]
+    return meta
 
 
 def run_job(path: str, out_dir: str, stem: str, *, timeout: float | None, jvm_heap: str = "512m",
