@@ -8,7 +8,7 @@ stated plainly: the whole pool lives on one shard.
 |---|---|---|
 | ``ready:hi`` / ``ready:lo`` | list | job ids; producers LPUSH, slots pop the RIGHT end; ``hi`` = interactive |
 | ``proc:<host>:<inc>:<slot>.<n>`` | list | one slot incarnation's claimed ids (BLMOVE target) |
-| ``proclists`` | hash | processing list → ``<host>\t<incarnation>|<boot id>|<pid>`` (who owns it) |
+| ``proclists`` | hash | processing list → its ``Owner``, encoded ``<host>\t<incarnation>|<boot id>|<pid>`` |
 | ``started`` | hash | job id → claim stamp, ms (Redis TIME); the reaper stamps any entry without one |
 | ``job:<id>`` | hash | the job record (``types.JobRecord``) |
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
@@ -17,7 +17,7 @@ stated plainly: the whole pool lives on one shard.
 | ``deps:<id>`` | list | jobs parked until ``<id>`` ends |
 | ``delayed`` | zset | job id → due ms, business retries with backoff |
 | ``dead`` | list | dead-letter entries ``{raw, reason, at}`` |
-| ``host:<host>`` | string | liveness of a host's supervisor: its incarnation, PX 3 × heartbeat |
+| ``host:<host>`` | string | liveness of a host's supervisor: ``Owner.holder`` (incarnation, boot id, pid), PX 3 × heartbeat |
 | ``reaper`` | string | lease: one reaper per Redis at a time (correctness does not depend on it) |
 | ``finished`` | zset | job id → finish ms, for history and retention |
 | ``busy:<worker id>`` | string | a slot's running attempt (``types.BusyState`` JSON), PX longest timeout + 120 s |
@@ -26,6 +26,8 @@ stated plainly: the whole pool lives on one shard.
 """
 
 from __future__ import annotations
+
+import msgspec
 
 
 class Keys:
@@ -85,3 +87,50 @@ class Keys:
     @property
     def depwaits(self) -> str:
         return f"{self.base}:depwaits"
+
+
+class Owner(msgspec.Struct, frozen=True):
+    """Who owns a processing list: a host's supervisor incarnation. Stored as the ``proclists``
+    value ``<host>\t<holder>``, where ``holder`` = ``<incarnation>|<boot id>|<pid>`` is also the
+    ``host:<host>`` key's value while that supervisor lives (requeue.lua compares the two strings).
+
+    A list found by SCAN but never registered knows only its name, ``proc:<host>:<incarnation>:…``:
+    ``boot_id`` and ``pid`` are then empty and ``partial`` is true."""
+
+    host: str
+    incarnation: str
+    boot_id: str = ""
+    pid: int = 0
+    partial: bool = False
+
+    @property
+    def holder(self) -> str:
+        return f"{self.incarnation}|{self.boot_id}|{self.pid}"
+
+    def encode(self) -> str:
+        return f"{self.host}\t{self.holder}"
+
+    @classmethod
+    def decode(cls, value: str) -> "Owner":
+        host, _, holder = value.partition("\t")
+        return cls.of_holder(host, holder)
+
+    @classmethod
+    def of_holder(cls, host: str, holder: str) -> "Owner":
+        inc, _, rest = holder.partition("|")
+        boot, _, pid = rest.partition("|")
+        return cls(host, inc, boot, int(pid) if pid.isdigit() else 0)
+
+    @classmethod
+    def from_list_name(cls, proc: str) -> "Owner":
+        """``…:proc:<host>:<incarnation>:<slot>.<n>`` → a partial owner (host and incarnation)."""
+        parts = proc.split(":proc:", 1)[-1].split(":")
+        return cls(parts[0], parts[1] if len(parts) > 1 else "", partial=True)
+
+    def holds(self, current: str | None) -> bool:
+        """Does ``current`` (the ``host:<host>`` value now) name this owner's incarnation?"""
+        if current is None:
+            return False
+        if self.partial:
+            return current.partition("|")[0] == self.incarnation
+        return current == self.holder

@@ -42,6 +42,9 @@ class ErrorKind(str, enum.Enum):
     OUTSIDE_ROOTS = "outside_roots"
     FILE_NOT_FOUND = "file_not_found"
     DEPENDENCY_FAILED = "dependency_failed"
+    DEPENDENCY_CYCLE = "dependency_cycle"
+    WAITED_TOO_LONG = "waited_too_long"  # reached pool.max_waits: nothing was killed, so not a timeout
+    STORAGE = "storage"  # results or state directory full or unwritable: retried
     CRASH_CAP = "crash_cap"
     CANCELLED = "cancelled"
     UNDECODABLE = "undecodable"
@@ -55,7 +58,50 @@ class ErrorKind(str, enum.Enum):
     @property
     def retried(self) -> bool:
         """Only these are retried up to max_tries; every other kind is final at once (CONTRACT.md)."""
-        return self in (ErrorKind.HANDLER_FAILED, ErrorKind.BAD_OUTPUT)
+        return self in (ErrorKind.HANDLER_FAILED, ErrorKind.BAD_OUTPUT, ErrorKind.STORAGE)
+
+    @property
+    def pool_owned(self) -> bool:
+        """Kinds only the pool may set: a handler's exit 3 naming one is refused (CONTRACT.md)."""
+        return self in POOL_OWNED_KINDS
+
+
+POOL_OWNED_KINDS = frozenset(
+    {
+        ErrorKind.CANCELLED,
+        ErrorKind.CRASH_CAP,
+        ErrorKind.UNDECODABLE,
+        ErrorKind.DEPENDENCY_FAILED,
+        ErrorKind.DEPENDENCY_CYCLE,
+        ErrorKind.WAITED_TOO_LONG,
+    }
+)
+
+
+class AttemptEnd(str, enum.Enum):
+    """How one claimed entry ended, as a slot reports it (``Finished.outcome``). The first four are
+    the job's final states; the rest leave it unfinished."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DEAD = "dead"  # undecodable entry, dead-lettered
+    RETRIED = "retried"  # a business failure put back for another try, after a backoff
+    INTERRUPTED = "interrupted"  # stopped by the pool (drain, abort, fence): neither try nor crash
+    FENCED = "fenced"  # settle refused: a newer attempt owns the job
+    PARKED = "parked"  # waits for its user's lock or a dependency
+
+    @property
+    def terminal(self) -> bool:
+        return self in (AttemptEnd.COMPLETED, AttemptEnd.FAILED, AttemptEnd.CANCELLED, AttemptEnd.DEAD)
+
+
+class SlotExit(enum.IntEnum):
+    """A slot process's exit status, read by the supervisor (gunicorn's WORKER_BOOT_ERROR idea)."""
+
+    OK = 0  # asked to stop (drain, scale, reload, abort) and stopped
+    ERROR = 1  # an unexpected exception escaped the slot: respawned with backoff
+    BOOT_ERROR = 3  # could not get ready to claim (its config, imports, environment): not respawned
 
 
 class SlotState(str, enum.Enum):
@@ -218,15 +264,17 @@ class Idle(msgspec.Struct, tag="idle"):
 
 
 class Finished(msgspec.Struct, tag="finished"):
-    """One attempt's end, for the supervisor's counters."""
+    """One attempt's end, for the supervisor's counters (``tally``) and metrics. For ``PARKED``,
+    ``park_reason`` says behind what ("user" or "dependency"); ``error_kind`` is the job's error."""
 
     kind: str
-    outcome: str  # completed | failed | retried | interrupted | fenced | parked | dead
+    outcome: AttemptEnd
     error_kind: str | None = None
+    park_reason: str | None = None
     duration_s: float = 0.0
     killed: list[str] = []
     queue_wait_s: float | None = None  # created → first start (attempt 1 only; retries wait on purpose)
-    pages: int = 0  # parse_markdown: pages extracted (see slots.busy.BusyTracker.note_extraction)
+    pages: int = 0  # parse_markdown: pages extracted
     input_bytes: int = 0  # parse_markdown: size of the input file
     format: str | None = None  # parse_markdown: detected format
 
@@ -302,6 +350,25 @@ class CountersView(msgspec.Struct):
     timed_out: int = 0
     killed: int = 0
     slot_restarts: int = 0
+
+
+def tally(rep: Finished) -> CountersView:
+    """The one classification of an attempt's end into counters: the supervisor adds it to its
+    counters, and metrics derive their own labels from the same ``Finished`` (so the two agree)."""
+    end = rep.outcome
+    return CountersView(
+        succeeded=int(end == AttemptEnd.COMPLETED),
+        failed=int(end in (AttemptEnd.FAILED, AttemptEnd.CANCELLED, AttemptEnd.DEAD)),
+        retried=int(end == AttemptEnd.RETRIED),
+        deferred=int(end == AttemptEnd.PARKED),
+        timed_out=int(rep.error_kind == ErrorKind.TIMEOUT.value and end != AttemptEnd.PARKED),
+        killed=int(bool(rep.killed)),
+    )
+
+
+def add_counters(into: CountersView, delta: CountersView) -> None:
+    for f in CountersView.__struct_fields__:
+        setattr(into, f, getattr(into, f) + getattr(delta, f))
 
 
 class StatusView(msgspec.Struct):
