@@ -65,3 +65,127 @@ def test_reference_config_documents_every_key():
         struct = type(getattr(cfg, section))
         for field in msgspec.structs.fields(struct):
             assert re.search(rf"^\s*#?\s*{field.name}\s*=", text, re.M), f"[{section}] {field.name} is not documented"
+
+
+# --- the module graph -------------------------------------------------------------------------------
+
+PACKAGES = {"supervisor": "tender_pool.supervisor", "slots": "tender_pool.slots", "extract": "tender_pool.extract"}
+LEAVES = {  # the shared vocabulary: both sides import these, and they import nothing of ours
+    "tender_pool.supervisor.types",
+    "tender_pool.supervisor.keys",
+    "tender_pool.supervisor.config",
+    "tender_pool.supervisor.logs",
+    "tender_pool.slots.faults",
+    "tender_pool.slots.scripts",
+}
+
+
+def module_graph() -> tuple[dict[str, set[str]], dict[str, list[tuple[str, str]]]]:
+    """Every module of ours → the modules of ours it imports (at any depth in the file, so a lazy
+    import inside a function counts too), and → the (module, name) pairs it imports by name."""
+    graph: dict[str, set[str]] = {}
+    names: dict[str, list[tuple[str, str]]] = {}
+    mods = {}
+    for folder, pkg in PACKAGES.items():
+        for f in (REPO / folder).rglob("*.py"):
+            rel = f.relative_to(REPO / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            mods[".".join([pkg, *parts])] = (f, f.name == "__init__.py")
+    for mod, (f, is_pkg) in mods.items():
+        base = mod if is_pkg else mod.rsplit(".", 1)[0]
+        deps, by_name = set(), []
+        for node in ast.walk(ast.parse(f.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    up = base.split(".")
+                    up = up[: len(up) - (node.level - 1)]
+                    src = ".".join(up + ([node.module] if node.module else []))
+                else:
+                    src = node.module or ""
+                for a in node.names:
+                    sub = f"{src}.{a.name}"
+                    if sub in mods:  # `from . import control`: a module, not a name
+                        targets.append(sub)
+                    else:
+                        targets.append(src)
+                        by_name.append((src, a.name))
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != mod:
+                    deps.add(t)
+        graph[mod] = deps
+        names[mod] = [(m, n) for m, n in by_name if m in mods]
+    return graph, names
+
+
+def test_module_graph_is_acyclic():
+    graph, _ = module_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycle = stack[stack.index(d):] + [d]
+                raise AssertionError("import cycle: " + " → ".join(cycle))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_module_imports_another_modules_private_names():
+    _, names = module_graph()
+    bad = [f"{m} imports {src}.{n}" for m, pairs in names.items() for src, n in pairs
+           if n.startswith("_") and not n.startswith("__") and src != m]
+    assert not bad, bad
+
+
+def test_the_leaves_import_nothing_of_ours():
+    graph, _ = module_graph()
+    for leaf in LEAVES:
+        assert leaf in graph, f"{leaf} is gone: update LEAVES"
+        assert not graph[leaf], f"{leaf} imports {graph[leaf]}"
+
+
+def test_slots_use_only_the_leaves_of_the_supervisor():
+    graph, _ = module_graph()
+    for m, deps in graph.items():
+        if m.startswith("tender_pool.slots."):
+            bad = {d for d in deps if d.startswith("tender_pool.supervisor") and d not in LEAVES}
+            assert not bad, f"{m} imports {bad}"
+
+
+def test_no_module_reaches_into_another_modules_private_attributes():
+    """``runner._killpg(...)`` is as private as ``from .runner import _killpg``."""
+    graph, _ = module_graph()
+    ours = set(graph)
+    bad = []
+    for folder in PACKAGES:
+        for f in (REPO / folder).rglob("*.py"):
+            tree = ast.parse(f.read_text())
+            aliases = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    for a in node.names:
+                        if a.name != "*" and (a.asname or a.name) and any(m.endswith("." + a.name) for m in ours):
+                            aliases.add(a.asname or a.name)
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.name in ours and a.asname:
+                            aliases.add(a.asname)
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                        and node.attr.startswith("_") and not node.attr.startswith("__")):
+                    bad.append(f"{f.relative_to(REPO)}:{node.lineno} {node.value.id}.{node.attr}")
+    assert not bad, bad
