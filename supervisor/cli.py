@@ -15,7 +15,7 @@ import click
 import msgspec
 
 from .config import Config, ConfigError, load
-from .types import JobRecord, JobView, SubmitRequest
+from .types import MAX_PAYLOAD_DEPTH, BadInput, JobRecord, JobView, SubmitRequest, check_submit
 
 EXIT_BAD_INPUT = 2
 EXIT_REDIS = 4
@@ -32,6 +32,11 @@ def _config(path: str | None) -> Config:
 def _fail(msg: str, code: int) -> NoReturn:
     click.echo(f"tender-pool: {msg}", err=True)
     sys.exit(code)
+
+
+def _not_utf8(value: str) -> bool:
+    """click hands over undecodable argv bytes as lone surrogates (surrogateescape)."""
+    return any(0xDC80 <= ord(c) <= 0xDCFF for c in value)
 
 
 def _queue(cfg: Config):
@@ -92,12 +97,17 @@ def submit(
     import redis
 
     cfg = _config(config_path)
+    for opt, value in (("--user", user), ("--payload", payload), ("--job-id", job_id), ("--kind", kind), *(("--after", a) for a in after)):
+        if value is not None and _not_utf8(value):
+            _fail(f"{opt}: not valid UTF-8", EXIT_BAD_INPUT)
     body: dict[str, Any] = {}
     if payload:
         try:
             body = msgspec.json.decode(payload)
         except msgspec.DecodeError as e:
             _fail(f"--payload is not JSON: {e}", EXIT_BAD_INPUT)
+        except RecursionError:
+            _fail(f"--payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels", EXIT_BAD_INPUT)
         if not isinstance(body, dict):
             _fail("--payload must be a JSON object", EXIT_BAD_INPUT)
     if file:
@@ -107,13 +117,16 @@ def submit(
         body["file"] = path
     if kind not in cfg.kinds:
         _fail(f"unknown kind {kind!r}; configured: {', '.join(cfg.kinds)}", EXIT_BAD_INPUT)
-    if not user.strip() or any(c in user for c in "{}\n"):
-        _fail(f"--user {user!r}: a non-empty name without braces or newlines", EXIT_BAD_INPUT)
-    if job_id is not None and (not job_id or any(c in job_id for c in "{} \n")):
-        _fail(f"--job-id {job_id!r}: a non-empty id without braces or spaces", EXIT_BAD_INPUT)
     req = SubmitRequest(kind=kind, user=user, payload=body, id=job_id, after=list(after), priority=priority)  # type: ignore[arg-type]
     try:
+        check_submit(req)
+    except BadInput as e:
+        _fail(str(e), EXIT_BAD_INPUT)
+    try:
         q = _queue(cfg)
+        for dep in req.after:  # a cycle needs an id that does not exist yet: refusing those rules cycles out
+            if not q.r.exists(q.k.job(dep)):
+                _fail(f"--after {dep}: no such job", EXIT_BAD_INPUT)
         created, jid, state = q.enqueue(req)
         if wait:
             _wait_and_print(q, jid, timeout)

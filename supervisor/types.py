@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -157,6 +158,72 @@ class SubmitRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: str | None = None
     after: list[str] = []
     priority: Priority = "bulk"
+
+
+class BadInput(ValueError):
+    """A submission that can never run: the CLI exits 2 with this message, the client raises it,
+    and a raw producer's entry is dead-lettered with it."""
+
+
+JOB_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+MAX_PAYLOAD_DEPTH = 64
+MAX_PAYLOAD_BYTES = 1 << 20
+
+
+def check_job_id(job_id: str, what: str = "job id") -> None:
+    """CONTRACT.md: 1–200 characters of letters, digits and ``._:-`` (so never the ``~wake`` token,
+    never a key separator that could break out of the hash tag)."""
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+        raise BadInput(f"{what} {_shown(job_id)}: 1-200 characters of letters, digits and ._:-")
+
+
+def check_name(value: str, what: str) -> None:
+    """Users and run item keys: 1–200 characters of UTF-8 without control characters or braces."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise BadInput(f"{what} {_shown(value)}: 1-200 characters")
+    for c in value:
+        if c in "{}" or ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF:
+            raise BadInput(f"{what} {_shown(value)}: no braces, control characters or invalid UTF-8")
+
+
+def check_payload(payload: Any) -> None:
+    """A JSON object, at most MAX_PAYLOAD_DEPTH deep (a deeper one overflows the encoders' stacks)
+    and MAX_PAYLOAD_BYTES encoded."""
+    if not isinstance(payload, dict):
+        raise BadInput("payload must be a JSON object")
+    stack: list[tuple[Any, int]] = [(payload, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise BadInput(f"payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels")
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(k, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in k):
+                    raise BadInput("payload has a key that is not valid UTF-8")
+                stack.append((x, depth + 1))
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+        elif isinstance(v, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in v):
+            raise BadInput("payload has a string that is not valid UTF-8")
+    if len(msgspec.json.encode(payload)) > MAX_PAYLOAD_BYTES:
+        raise BadInput(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes encoded")
+
+
+def check_submit(req: "SubmitRequest") -> None:
+    """Everything about a submission that can be judged without Redis."""
+    if req.id is not None:
+        check_job_id(req.id)
+    check_name(req.user, "user")
+    check_payload(req.payload)
+    for dep in req.after:
+        check_job_id(dep, "--after id")
+        if dep == req.id:
+            raise BadInput(f"--after {dep}: a job cannot wait for itself")
+
+
+def _shown(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 class HandlerInput(msgspec.Struct):
