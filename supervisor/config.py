@@ -33,6 +33,14 @@ class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
     url: str = "redis://127.0.0.1:6379/0"
     prefix: str = "tp"
     socket_timeout: float = 5.0
+    # Replicas that must have a write before it is acknowledged (WAIT). None until load() settles it:
+    # 1 for redis+sentinel:// URLs (a failover must not lose an acknowledged job), else 0.
+    wait_replicas: int | None = None
+    wait_timeout: float = 1.0
+
+    @property
+    def wait_timeout_ms(self) -> int:
+        return int(self.wait_timeout * 1000)
 
 
 class HandlerConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -189,6 +197,64 @@ def _check_url(url: str, key: str) -> None:
     ok = url == "embedded" or url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://"))
     if not ok:
         raise ConfigError(key, url, "a redis://, rediss://, unix:// or redis+sentinel:// URL, or \"embedded\"")
+    if url.startswith("redis+sentinel://"):
+        try:
+            parse_sentinel_url(url)
+        except ValueError:
+            raise ConfigError(key, url, "redis+sentinel://host:port[,host:port…]/<service>[/<db>]") from None
+
+
+def _check_timings(cfg: Config) -> None:
+    """Settings that are each valid but cannot work together (CONTRACT: rejected at load).
+
+    - A slot reports to its supervisor only between blocking calls, and is killed as wedged after
+      3 heartbeats of silence: a claim (BLMOVE) blocking ``claim_timeout`` plus one beat interval
+      (``max(0.2, heartbeat / 3)``) must fit, hence ``heartbeat`` >= 0.3 and ``claim_timeout`` <
+      2 × ``heartbeat``.
+    - A job's SIGTERM → SIGKILL wait (``kill_grace``) must end before the host or slot it runs on is
+      judged dead (3 heartbeats): otherwise a job that ignores SIGTERM gets its slot killed as
+      silent (crash_cap instead of timeout) and another host may reclaim it while it still runs.
+    - The socket timeout bounds every Redis call, so the calls that block on purpose must end first:
+      the claim (``claim_timeout``) and ``WAIT`` (``wait_timeout``).
+    """
+    p, r = cfg.pool, cfg.redis
+    if p.heartbeat < 0.3:
+        raise ConfigError("pool.heartbeat", p.heartbeat, "at least 0.3 seconds")
+    if not p.kill_grace < 3 * p.heartbeat:
+        raise ConfigError("pool.kill_grace", p.kill_grace, f"less than 3 × pool.heartbeat ({3 * p.heartbeat:g})")
+    if not p.claim_timeout < 2 * p.heartbeat:
+        raise ConfigError("pool.claim_timeout", p.claim_timeout, f"less than 2 × pool.heartbeat ({2 * p.heartbeat:g})")
+    if r.socket_timeout <= p.claim_timeout:
+        raise ConfigError("redis.socket_timeout", r.socket_timeout, "more than pool.claim_timeout")
+    if r.socket_timeout <= r.wait_timeout:
+        raise ConfigError("redis.socket_timeout", r.socket_timeout, "more than redis.wait_timeout")
+    if p.retry_backoff > p.retry_backoff_max:
+        raise ConfigError("pool.retry_backoff_max", p.retry_backoff_max, "at least pool.retry_backoff")
+    if r.wait_replicas is None:  # acknowledged = replicated wherever a failover can happen
+        r.wait_replicas = 1 if r.url.startswith("redis+sentinel://") else 0
+    if r.wait_replicas < 0:
+        raise ConfigError("redis.wait_replicas", r.wait_replicas, "an integer >= 0")
+
+
+def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, int]:
+    """``redis+sentinel://host[:port][,host[:port]]…/service[/db]`` → (nodes, service, db); the port
+    defaults to 26379, the service to ``mymaster``, the db to 0. Raises ValueError. Here, not in
+    slots/connection.py, so that a bad URL is a config error before any connection."""
+    rest = url[len("redis+sentinel://") :]
+    hosts, _, path = rest.partition("/")
+    service, _, db = path.partition("/")
+    nodes = []
+    for h in hosts.split(","):
+        host, sep, port = h.rpartition(":")
+        if not sep:
+            host, port = h, "26379"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad Sentinel address {h!r}")
+        nodes.append((host, int(port)))
+    db = db.rstrip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"bad db {db!r}")
+    return nodes, service or "mymaster", int(db or 0)
 
 
 def _validate(cfg: Config, env: Mapping[str, str]) -> None:
@@ -212,11 +278,11 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         ("pool.claim_timeout", p.claim_timeout),
         ("extract.timeout", cfg.extract.timeout),
         ("redis.socket_timeout", cfg.redis.socket_timeout),
+        ("redis.wait_timeout", cfg.redis.wait_timeout),
     ):
         if not val > 0:
             raise ConfigError(key, val, "a positive number of seconds")
-    if cfg.redis.socket_timeout <= p.claim_timeout:
-        raise ConfigError("redis.socket_timeout", cfg.redis.socket_timeout, "more than pool.claim_timeout")
+    _check_timings(cfg)
     for name, text in (("redis.prefix", cfg.redis.prefix), ("pool.queue", p.queue)):
         if not text or any(c in text for c in "{}: \t\n"):
             raise ConfigError(name, text, "a non-empty name without braces, colons or spaces")
