@@ -4,7 +4,7 @@ A few lines over ``$NOTIFY_SOCKET`` rather than the ``sdnotify`` package: the pr
 datagram of ``KEY=VALUE`` lines; the package adds a dependency to hide one ``sendto``, swallows every
 error, and does not read ``$WATCHDOG_USEC``/``$WATCHDOG_PID``, which we need anyway.
 
-What is sent and when (the daemon decides, this module only speaks):
+What is sent and when (the daemon decides; ``Announcer`` keeps what was said and paces it):
 - ``READY=1`` once every slot has reported in and Redis answered (and again after each reload);
 - ``STATUS=`` busy/idle/queue figures, refreshed by the main loop;
 - ``WATCHDOG=1`` from the main loop, only while the housekeeper thread is also making progress, so
@@ -76,3 +76,34 @@ class Notifier:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+
+
+STATUS_REFRESH_S = 10.0  # STATUS= at least this often, and whenever its text changes
+
+
+class Announcer:
+    """What the main loop has told systemd so far, and when to tell it more (one ``step`` a loop)."""
+
+    def __init__(self, notifier: Notifier):
+        self.n = notifier
+        self.ready = False  # READY=1 sent (once all slots reported in; Redis answered before the first fork)
+        self.last_ping = 0.0
+        self.sent, self.sent_at = "", 0.0
+
+    def step(self, now: float, text: str, all_reported: bool, stopping: bool, healthy: bool, log) -> None:
+        """READY once every slot reported in; STATUS= when it changes or every STATUS_REFRESH_S;
+        WATCHDOG=1 while the main loop runs and ``healthy`` (the housekeeper makes progress)."""
+        if not self.n.enabled:
+            return
+        if not self.ready and not stopping and all_reported:
+            self.ready = True
+            self.n.ready(text)
+            self.sent, self.sent_at = text, now
+            log.info("ready", status=text)
+        elif text != self.sent or now - self.sent_at >= STATUS_REFRESH_S:
+            self.n.status(text)
+            self.sent, self.sent_at = text, now
+        wd = self.n.watchdog_s
+        if wd and now - self.last_ping >= wd / 3 and healthy:
+            self.n.watchdog()
+            self.last_ping = now

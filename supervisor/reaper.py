@@ -1,23 +1,32 @@
-"""The supervisor's housekeeping thread: host heartbeat, reaper, retry promotion, lost-promotion sweep.
+"""The supervisor's housekeeping thread: every Redis write of the supervisor, off its main loop.
+
+It owns: the host heartbeat, requeueing this host's dead slots' lists (handed over by the main loop),
+the reaper (other hosts' dead lists, entries far past their deadline), retry promotion, the
+lost-promotion sweep and result pruning. The main loop never waits for Redis: a slow or frozen Redis
+delays this thread only, never reaping or respawning a slot.
 
 Reclaim only on evidence of death, with a bounded delay:
-- a slot of *this* supervisor that died: the supervisor's main loop saw it (waitpid) and requeued at
-  once; the reaper is not involved;
+- a slot of *this* supervisor that died: the main loop saw it (waitpid), killed its job tree, then
+  handed its list here (``requeue_later``); this thread wakes at once and requeues it (ms later while
+  Redis answers; as soon as Redis is back otherwise);
 - a processing list whose owner host no longer heartbeats (its ``host:<id>`` key expired or names
   another incarnation): requeued within heartbeat × 3 + one reaper period;
 - an entry of a live owner far past its own hard deadline (stamp + the job's timeout + kill grace +
-  ``STUCK_MARGIN``): requeued (remote) or its slot killed (ours, the death path then requeues).
+  ``STUCK_MARGIN``): requeued (remote) or, ours, its list handed to the main loop (``take_stuck``),
+  which kills the slot; the death path then requeues it.
 Every requeue is requeue.lua, which re-checks the owner atomically; two reapers racing are harmless,
 the ``reaper`` lease only saves work.
 
-Fork safety: the main loop forks slots while this thread runs. The thread holds ``fork_lock`` for each
-step, and the main loop takes it around ``fork()``, so a slot is never forked while this thread is in
-the middle of a Redis call or a log write (a lock held at fork time stays held forever in the child).
+Threads: no lock is shared with the main loop. The main loop hands work over through two
+``queue.SimpleQueue``s and an ``Event``; the counters here are written by this thread only. Forking a
+slot while this thread is inside a Redis call or a log write is harmless: a slot builds its own Redis
+client and logger after the fork and never touches this thread's (see ``forking``).
 """
 
 from __future__ import annotations
 
 import os
+import queue as _queue
 import shutil
 import threading
 import time
@@ -26,7 +35,7 @@ from typing import Callable
 import redis
 
 from .config import Config
-from .keys import Keys
+from .keys import Keys, Owner
 
 STUCK_MARGIN_S = 30.0
 FULL_SCAN_EVERY_S = 60.0
@@ -38,10 +47,8 @@ class Housekeeper(threading.Thread):
         self,
         cfg: Config,
         queue,  # slots.queue.Queue, built for this thread alone
-        holder: str,
+        owner: Owner,
         log,
-        fork_lock: threading.Lock,
-        kill_stuck: Callable[[str], None],
         slots_summary: Callable[[], bytes] | None = None,
     ):
         super().__init__(name="housekeeper", daemon=True)
@@ -49,40 +56,72 @@ class Housekeeper(threading.Thread):
         self.q = queue
         self.k: Keys = queue.k
         self.host = cfg.pool.host_id
-        self.holder = holder
+        self.owner = owner
+        self.holder = owner.holder
         self.log = log
-        self.fork_lock = fork_lock
-        self.kill_stuck = kill_stuck  # main loop's callback: a list of ours is stuck
         self.stop_event = threading.Event()
+        self.wake = threading.Event()  # set by requeue_later and stop: the loop runs at once
+        self.inbox: _queue.SimpleQueue[tuple[str, str, str]] = _queue.SimpleQueue()  # (list, reason, slot)
+        self.handed = 0  # requeues handed over (written by the main loop only)
+        self.done = 0  # requeues finished (written by this thread only)
+        self.retry: list[tuple[str, str, str]] = []  # taken from the inbox, not yet done (Redis down)
+        self.stuck: _queue.SimpleQueue[str] = _queue.SimpleQueue()  # our lists past deadline, for the main loop
         self.last_ok = time.monotonic()  # last successful heartbeat write
         self.last_loop = time.monotonic()  # last turn of the loop, Redis up or not: the daemon's watchdog
         self.redis_ok = True
         self.last_full_scan = 0.0
         self.reclaimed = 0
         self.redis_errors = 0  # for tender_pool_redis_errors_total{component="housekeeper"}
-        self.slots_summary = slots_summary  # status_server.StatusBuilder.host_summary: slots:<host> for status --redis
+        self.slots_summary = slots_summary  # StatusBuilder.host_summary: slots:<host> for status --redis
         self.hb_ttl_ms = int(cfg.pool.heartbeat * 3 * 1000)
 
+    # --- the main loop's side ---------------------------------------------------------------------
+
+    def requeue_later(self, proc: str, reason: str, slot: str = "") -> None:
+        """Main loop: a slot of ours died and its job tree is already dead; put its list back."""
+        self.handed += 1
+        self.inbox.put((proc, reason, slot))
+        self.wake.set()
+
+    def pending(self) -> int:
+        """Requeues handed over and not yet done (the main loop waits for them before exiting)."""
+        return self.handed - self.done
+
+    def take_stuck(self) -> set[str]:
+        out = set()
+        while True:
+            try:
+                out.add(self.stuck.get_nowait())
+            except _queue.Empty:
+                return out
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+
+    # --- this thread ------------------------------------------------------------------------------
+
     def run(self) -> None:
-        """Heartbeat every heartbeat/3 s; reap every heartbeat (capped at 1 s: a dead remote host's jobs
-        come back within 3 heartbeats + 1 s); the waiter sweep and history trim every SWEEP_EVERY_S.
-        An idle pool therefore costs Redis a few commands per second, whatever is parked."""
+        """Requeues first, whenever woken; heartbeat every heartbeat/3 s; reap every heartbeat (capped
+        at 1 s: a dead remote host's jobs come back within 3 heartbeats + 1 s); the waiter sweep, the
+        history trim and result pruning every SWEEP_EVERY_S. An idle pool costs Redis a few commands
+        per second, whatever is parked."""
         period = self.cfg.pool.heartbeat / 3
         backoff = period
         next_hb = next_reap = next_sweep = 0.0
         while not self.stop_event.is_set():
             now = self.last_loop = time.monotonic()
             try:
-                with self.fork_lock:
-                    if now >= next_hb:
-                        self.heartbeat()
-                        next_hb = now + period
-                    if now >= next_reap:
-                        self.reap(now)
-                        next_reap = now + min(1.0, self.cfg.pool.heartbeat)
-                    if now >= next_sweep:
-                        self.sweep()
-                        next_sweep = now + max(SWEEP_EVERY_S, 3 * self.cfg.pool.heartbeat)
+                self.requeue_own()
+                if now >= next_hb:
+                    self.heartbeat()
+                    next_hb = now + period
+                if now >= next_reap:
+                    self.reap(now)
+                    next_reap = now + min(1.0, self.cfg.pool.heartbeat)
+                if now >= next_sweep:
+                    self.sweep()
+                    next_sweep = now + max(SWEEP_EVERY_S, 3 * self.cfg.pool.heartbeat)
                 self.redis_ok = True
                 backoff = period
             except redis.RedisError as e:
@@ -94,7 +133,48 @@ class Housekeeper(threading.Thread):
             except Exception:
                 self.log.exception("housekeeper_step_failed")
                 backoff = min(backoff * 2, 5.0)
-            self.stop_event.wait(min(backoff, max(0.01, min(next_hb, next_reap) - time.monotonic())) if backoff == period else backoff)
+            if backoff == period:
+                wait = min(next_hb, next_reap) - time.monotonic()
+            else:
+                wait = backoff
+            self.wake.wait(max(0.0, wait))
+            self.wake.clear()
+
+    def requeue_own(self) -> None:
+        """Our dead slots' lists, in the order they died. A Redis error leaves the rest for the next
+        turn (requeue.lua is idempotent per entry, so a half-done list is simply done again)."""
+        while True:
+            try:
+                self.retry.append(self.inbox.get_nowait())
+            except _queue.Empty:
+                break
+        while self.retry:
+            proc, reason, slot = self.retry[0]
+            try:
+                res = self.q.requeue_list(proc, reason, **self._requeue_args())
+            except redis.RedisError as e:
+                self.log.warning("requeue_deferred_redis_down", list=proc, error=str(e))
+                raise
+            for job_id, verdict in res:
+                if verdict in ("requeued", "failed", "raw"):
+                    self.reclaimed += 1
+                self.log.info("requeued", job_id=job_id, **self._identity(job_id), slot=slot or None, list=proc,
+                              reason=reason, verdict=verdict)
+            self.retry.pop(0)
+            self.done += 1
+
+    def _requeue_args(self) -> dict:
+        return dict(crash_cap=self.cfg.pool.crash_cap, lock_ttl_ms=self.cfg.lock_ttl_ms,
+                    retention_s=int(self.cfg.pool.result_retention))
+
+    def _identity(self, job_id: str) -> dict:
+        """kind, user, attempt for a log line about a job known here only by its id."""
+        try:
+            kind, user, attempts = self.q.r.hmget(self.k.job(job_id), "kind", "user", "attempts")
+        except redis.RedisError:
+            kind = user = attempts = None
+        dec = lambda b: b.decode("utf-8", "replace") if b else None  # noqa: E731
+        return dict(kind=dec(kind), user=dec(user), attempt=int(attempts) if attempts else None)
 
     def heartbeat(self) -> None:
         """Refresh the host key only while it is still ours (a takeover by a newer incarnation wins)."""
@@ -114,13 +194,13 @@ class Housekeeper(threading.Thread):
             if (r.get(self.k.reaper) or b"").decode() != self.holder:
                 return
         self.q.promote_due()
-        lists = {p.decode(): v.decode() for p, v in r.hgetall(self.k.proclists).items()}
+        lists = {p.decode(): Owner.decode(v.decode()) for p, v in r.hgetall(self.k.proclists).items()}
         if now - self.last_full_scan > FULL_SCAN_EVERY_S:
             self.last_full_scan = now
             for name in r.scan_iter(match=self.k.proc_pattern, count=500):
                 n = name.decode()
                 if n not in lists:
-                    lists[n] = self._owner_from_name(n)
+                    lists[n] = Owner.from_list_name(n)  # never registered: its owner is only its name
         for proc, owner in lists.items():
             self.check_list(proc, owner)
 
@@ -151,30 +231,25 @@ class Housekeeper(threading.Thread):
             except OSError:
                 continue
 
-    def _owner_from_name(self, proc: str) -> str:
-        # proc:<host>:<incarnation>:<slot>.<n> — an unregistered list: its owner is only its name
-        parts = proc.split(":proc:", 1)[1].split(":")
-        return f"{parts[0]}\t?{parts[1] if len(parts) > 1 else ''}"
+    def ours(self, owner: Owner) -> bool:
+        return owner.host == self.host and owner.incarnation == self.owner.incarnation
 
-    def check_list(self, proc: str, owner: str) -> None:
-        host, _, holder = owner.partition("\t")
-        current = self.q.r.get(self.k.host(host))
+    def check_list(self, proc: str, owner: Owner) -> None:
+        current = self.q.r.get(self.k.host(owner.host))
         current = current.decode() if current else None
-        alive = current is not None and (current == holder or (holder.startswith("?") and current.startswith(holder[1:] + "|")))
-        if host == self.host and (holder == self.holder or holder == f"?{self.holder.split('|')[0]}"):
-            # Our own lists: we know we are alive even if our host key lapsed (this thread stalled past
-            # its TTL under load). Judging them dead would requeue jobs our slots are running.
-            alive = True
-        args = dict(
-            crash_cap=self.cfg.pool.crash_cap, lock_ttl_ms=self.cfg.lock_ttl_ms, retention_s=int(self.cfg.pool.result_retention)
-        )
+        # Our own lists: we know we are alive even if our host key lapsed (this thread stalled past
+        # its TTL under load). Judging them dead would requeue jobs our slots are running.
+        alive = self.ours(owner) or owner.holds(current)
+        args = self._requeue_args()
         if not alive:
-            # requeue.lua re-checks that GET host:<host> is not the holder we judged dead
-            check = holder if not holder.startswith("?") else (current or "-")
-            for entry, verdict in self.q.requeue_list(proc, "crash", owner_host=host, owner_incarnation=check, **args):
+            # requeue.lua re-checks that GET host:<host> is not the holder we judged dead (for a list
+            # known only by name: that the host key is still what we just read)
+            check = owner.holder if not owner.partial else (current or "-")
+            for entry, verdict in self.q.requeue_list(proc, "crash", owner_host=owner.host, owner_incarnation=check,
+                                                      **args):
                 if verdict in ("requeued", "failed", "raw"):
                     self.reclaimed += 1
-                    self.log.warning("reclaimed", job_id=entry, list=proc, owner=owner, verdict=verdict)
+                    self.log.warning("reclaimed", job_id=entry, list=proc, owner=owner.encode(), verdict=verdict)
             return
         stamp_now, entries = self.q.stamp(proc)
         for entry, stamped in entries:
@@ -183,9 +258,9 @@ class Housekeeper(threading.Thread):
             limit = int(timeout_ms) if timeout_ms else int(max(self.cfg.lock_ttl_ms, 0))
             if stamp_now - stamped <= limit + STUCK_MARGIN_S * 1000:
                 continue
-            if host == self.host and holder == self.holder:
+            if self.ours(owner):
                 self.log.error("stuck_slot", job_id=job_id, list=proc, age_ms=stamp_now - stamped)
-                self.kill_stuck(proc)
+                self.stuck.put(proc)  # the main loop kills that slot; its death path requeues the list
             else:
                 verdict = self.q.requeue(proc, entry, "deadline", list_dead=False, **args)
                 self.reclaimed += verdict in ("requeued", "failed")

@@ -1,0 +1,115 @@
+"""The supervisor's process effects: fork a slot, signal, reap, kill a dead slot's job tree.
+
+They are gathered in ``ProcessOps`` so the daemon's loop calls one small seam, and its unit tests
+replace it with a fake (no process is forked there).
+
+Fork safety without a lock. The supervisor forks slots while three of its threads run (housekeeper,
+status socket, metrics HTTP). A lock held by one of them at fork time stays held for ever in the
+child, so the child must never take a lock those threads may hold. It does not:
+- a slot builds its own Redis client, logger and metrics after the fork and never touches an
+  inherited one (the housekeeper's and the status probe's clients, with their pool locks, are dead
+  weight in the child);
+- log lines are one ``write(2)`` each, with no lock (``logs.LineLogger``);
+- ``sys.stdout``/``sys.stderr`` hold a buffer lock a thread may own mid-``print``: the child gets fresh
+  stream objects over the same fds before it runs anything (``_child_streams``);
+- CPython re-initialises its own import, threading and ``logging`` locks after ``fork()``; the
+  modules a slot runs are imported before the first fork (``daemon._prepare_fork``), so a slot does
+  not take a per-module import lock another thread could hold;
+- the status and sd_notify sockets are closed in the child (``status_server.close_after_fork``).
+So ``fork()`` needs no lock and never waits: there is no ``fork_lock`` any more. A fork server would
+be the next step if a slot ever had to share state with those threads; it does not.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from typing import Callable
+
+from tender_pool.slots import runner
+
+from .config import Config
+from .slot_table import SlotProc
+from .types import Busy, SlotExit
+
+
+def kill(pid: int, sig: int) -> None:
+    """``os.kill`` where "no such process" means "already gone" (its death is reaped separately)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def waitpid() -> tuple[int, int]:
+    """One exited child, without blocking: (pid, status), or (0, 0) when none is waiting."""
+    try:
+        return os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return 0, 0
+
+
+def _child_streams() -> None:
+    """New stdout/stderr objects over fds 1 and 2: the inherited ones' buffer locks may be held by a
+    thread that does not exist in this process."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        try:
+            raw = io.FileIO(fd, "w", closefd=False)
+            setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(raw), line_buffering=True, errors="replace"))
+        except OSError:
+            pass
+
+
+class ProcessOps:
+    """The real effects. ``marker`` is the ``TENDER_POOL_OWNER`` prefix of this incarnation's jobs;
+    ``list_owner`` the encoded ``keys.Owner`` a slot registers its processing list under."""
+
+    def __init__(self, cfg: Config, marker: str, list_owner: str):
+        self.cfg = cfg
+        self.marker = marker
+        self.list_owner = list_owner
+        self.kill: Callable[[int, int], None] = kill
+        self.waitpid: Callable[[], tuple[int, int]] = waitpid
+
+    def fork(self, s: SlotProc, close: list[int]) -> tuple[int, int]:
+        """Fork slot ``s``; returns (pid, read end of its report pipe, non-blocking). ``close``: fds
+        the child must not keep (the other slots' pipes)."""
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # --- in the slot: never returns ---
+            code = SlotExit.ERROR
+            try:
+                _child_streams()
+                os.close(rfd)
+                for fd in close:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+                    signal.signal(sig, signal.SIG_DFL)
+                from tender_pool.slots.slot import slot_main
+
+                code = slot_main(self.cfg, s.index, s.worker_id, s.proc, f"{self.marker}:{s.index}", wfd,
+                                 self.list_owner)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(int(code))
+        os.close(wfd)
+        os.set_blocking(rfd, False)
+        return pid, rfd
+
+    def kill_job_tree(self, s: SlotProc, busy: Busy | None, keep: set[int]) -> list[int]:
+        """A slot died: kill what is left of its job (the group, then anything carrying its marker,
+        then orphans re-parented to us), before its list may be requeued. Local, no network."""
+        if busy and busy.child_pid:
+            runner.killpg(busy.child_pid, signal.SIGKILL)
+        swept = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.marker}:{s.index}")
+        orphans = runner.reap_orphans(keep=keep)
+        return sorted(set(swept) | set(orphans))
