@@ -9,6 +9,7 @@ thousands separators, percent, scientific, literal prefixes/suffixes, date/time 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 
 _DATE_TOKENS = re.compile(r"(yyyy|yy|mmmm|mmm|mm|m|dddd|ddd|dd|d|hh|h|ss|s|am/pm|a/p)", re.I)
@@ -39,6 +40,7 @@ def general(v: float) -> str:
     return s
 
 
+@functools.lru_cache(maxsize=512)
 def _strip_codes(section: str) -> str:
     section = re.sub(r"\[[^\]]*\]", "", section)  # [Red], [$-804], [DBNum1]
     section = section.replace("_)", "").replace("_(", "")
@@ -108,36 +110,50 @@ def format_date(value: dt.datetime | dt.date | dt.time, code: str) -> str:
     return "".join(out)
 
 
-def _format_number(v: float, section: str) -> str:
+@functools.lru_cache(maxsize=512)
+def _plan(section: str) -> tuple:
+    """A number section parsed once: ("text", literal) without a numeric core, ("exp", prefix, suffix,
+    percent, decimals), or ("fixed", prefix, suffix, percent, thousands scaling, decimals, required, thousands, min_int)."""
     text = section
     # split literal text around the numeric core
     core_match = re.search(r"[#0?][#0?,.]*(E[+-][0#]+)?%?|%", _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text))
     if not core_match:
-        return _QUOTED.sub(lambda m: m.group(1) or m.group(2), text).replace("@", general(v))
+        return ("text", _QUOTED.sub(lambda m: m.group(1) or m.group(2), text))
     prefix = _QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text[: core_match.start()])
     suffix_raw = text[core_match.end():]
     core = text[core_match.start(): core_match.end()]
     percent = "%" in core or "%" in suffix_raw
     suffix = _QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), suffix_raw)
-    if percent:
-        v = v * 100
-        if "%" in core:
-            suffix = "%" + suffix
+    if percent and "%" in core:
+        suffix = "%" + suffix
     core_num = core.replace("%", "")
     if "E" in core_num.upper():
         mant = core_num.upper().split("E")[0]
-        decimals = len(mant.split(".")[1]) if "." in mant else 0
-        s = f"{v:.{decimals}E}"
-        m, e = s.split("E")
-        return prefix + f"{m}E{e[0]}{int(e[1:]):02d}" + suffix
+        return ("exp", prefix, suffix, percent, len(mant.split(".")[1]) if "." in mant else 0)
     # trailing commas scale by 1000
+    thousands_scale = 0
     while core_num.endswith(","):
-        v /= 1000
+        thousands_scale += 1
         core_num = core_num[:-1]
     int_part, _, dec_part = core_num.partition(".")
-    decimals = len(dec_part)
-    required_dec = dec_part.count("0")
-    thousands = "," in int_part
+    return ("fixed", prefix, suffix, percent, thousands_scale, len(dec_part), dec_part.count("0"), "," in int_part,
+            int_part.replace(",", "").count("0"))
+
+
+def _format_number(v: float, section: str) -> str:
+    plan = _plan(section)
+    if plan[0] == "text":
+        return plan[1].replace("@", general(v))
+    prefix, suffix, percent = plan[1], plan[2], plan[3]
+    if percent:
+        v = v * 100
+    if plan[0] == "exp":
+        s = f"{v:.{plan[4]}E}"
+        m, e = s.split("E")
+        return prefix + f"{m}E{e[0]}{int(e[1:]):02d}" + suffix
+    _, _, _, _, scale, decimals, required_dec, thousands, min_int = plan
+    for _ in range(scale):
+        v /= 1000
     s = f"{abs(v):,.{decimals}f}" if thousands else f"{abs(v):.{decimals}f}"
     if decimals and required_dec < decimals:
         whole, frac = s.split(".")
@@ -145,7 +161,6 @@ def _format_number(v: float, section: str) -> str:
         if len(frac) < required_dec:
             frac = frac + "0" * (required_dec - len(frac))
         s = whole + ("." + frac if frac else ".")
-    min_int = int_part.replace(",", "").count("0")
     whole = s.split(".")[0].replace(",", "")
     if min_int == 0 and whole == "0":
         s = s[1:] if s.startswith("0") else s
