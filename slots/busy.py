@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import redis
@@ -29,7 +29,7 @@ from tender_pool.supervisor.config import Config
 from tender_pool.supervisor.keys import Keys
 from tender_pool.supervisor.types import BusyState, JobRecord, Outcome
 
-from .queue import _script_text
+from . import scripts
 
 BUSY_MARGIN_S = 120.0
 _enc = msgspec.json.Encoder()
@@ -42,14 +42,18 @@ def busy_ttl_ms(cfg: Config) -> int:
 
 
 class BusyTracker:
-    def __init__(self, client: redis.Redis, keys: Keys, worker_id: str, cfg: Config, log: Any):
+    def __init__(
+        self, client: redis.Redis, keys: Keys, worker_id: str, cfg: Config, log: Any,
+        on_redis_error: Callable[[redis.RedisError], None] | None = None,
+    ):
         self.r = client
         self.k = keys
         self.worker_id = worker_id
         self.key = keys.busy(worker_id)
         self.ttl_ms = busy_ttl_ms(cfg)
         self.log = log
-        self._clear = client.register_script(_script_text("busy_clear"))
+        self.on_redis_error = on_redis_error or (lambda e: None)  # the slot counts and reconciles
+        self._clear = scripts.register(client, "busy_clear")["busy_clear"]
         self._reset_attempt()
 
     def _reset_attempt(self) -> None:
@@ -57,9 +61,6 @@ class BusyTracker:
         self.started_ms = 0
         self.created_ms = -1
         self.attempt = 0
-        self.pages = 0
-        self.input_bytes = 0
-        self.format: str | None = None
 
     # --- Redis state ------------------------------------------------------------------------------
 
@@ -69,6 +70,7 @@ class BusyTracker:
             self.r.delete(self.key)
         except redis.RedisError as e:
             self.log.warning("busy_state_clear_failed", error=str(e))
+            self.on_redis_error(e)
 
     def state_json(self, job: JobRecord) -> bytes:
         """The busy state start.lua writes once it gives the slot the user's lock (it fills in the
@@ -97,6 +99,7 @@ class BusyTracker:
             return bool(self._clear(keys=[self.key], args=[job_id]))
         except redis.RedisError as e:
             self.log.warning("busy_state_clear_failed", job_id=job_id, error=str(e))
+            self.on_redis_error(e)
             return False
 
     def note_parked(self, reason: str, detail: str) -> None:
@@ -108,19 +111,14 @@ class BusyTracker:
             self.r.sadd(self.k.depwaits, detail)
         except redis.RedisError as e:
             self.log.warning("depwaits_write_failed", dependency=detail, error=str(e))
+            self.on_redis_error(e)
 
     # --- figures for the Finished report ----------------------------------------------------------
 
-    def note_extraction(self, pages: int, input_bytes: int, fmt: str | None = None) -> None:
-        """For the parse_markdown wiring: call this from the slot (``self.busy.note_extraction``)
-        once an extraction is done; the values ride on this attempt's ``Finished`` report into
-        ``tender_pool_extract_pages_total`` / ``tender_pool_extract_input_bytes_total``. Without this
-        call, a parse_markdown result's ``pages``/``format`` and the input file's size are used."""
-        self.pages, self.input_bytes, self.format = int(pages), int(input_bytes), fmt
-
     def finished_fields(self, job: JobRecord, outcome: Outcome) -> dict[str, Any]:
-        """Keyword arguments for ``types.Finished``: duration, queue wait (first attempt only) and
-        the extraction figures."""
+        """Keyword arguments for ``types.Finished``: duration, queue wait (first attempt only) and,
+        for a completed parse_markdown job, the extraction figures: pages and format from its result,
+        the input's size from a stat (the slot never reads the document itself)."""
         out: dict[str, Any] = {}
         if self.t0 is not None:
             out["duration_s"] = round(time.monotonic() - self.t0, 6)
@@ -128,14 +126,11 @@ class BusyTracker:
             out["queue_wait_s"] = (self.started_ms - self.created_ms) / 1000.0
         if job.kind == "parse_markdown" and outcome.status == "completed":
             res = outcome.result or {}
-            pages = self.pages or int(res.get("pages") or 0)
-            size = self.input_bytes
-            if not size:
-                try:
-                    size = os.path.getsize(_file_of(job) or "")
-                except OSError:
-                    size = 0
-            out.update(pages=pages, input_bytes=size, format=self.format or res.get("format"))
+            try:
+                size = os.path.getsize(_file_of(job) or "")
+            except OSError:
+                size = 0
+            out.update(pages=int(res.get("pages") or 0), input_bytes=size, format=res.get("format"))
         return out
 
 

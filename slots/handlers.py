@@ -1,15 +1,19 @@
-"""Job kinds: what runs for a kind, and how its output becomes an outcome.
+"""The handler protocol, shared by every kind (``kinds.py``): the input file check, the job on
+stdin, and how a run's exit and stdout become an ``Outcome``.
 
-Only kinds in the config run; a payload never names a program. Command handlers speak the protocol
-of CONTRACT.md ("Command handlers"): the job as JSON on stdin; exit 0 with a JSON object on stdout
-is success; exit 3 with ``{"error": {"kind", "message"}}`` is a final failure; anything else is
-``handler_failed`` and retried. ``parse_markdown`` is the built-in extraction kind.
+Only kinds in the config run; a payload never names a program. Handlers speak the protocol of
+CONTRACT.md ("Command handlers"): the job as JSON on stdin; exit 0 with a JSON object on stdout is
+success; exit 3 with ``{"error": {"kind", "message"}}`` is a final failure, with a kind a handler
+may choose (not one only the pool sets, ``ErrorKind.pool_owned``, and not an unknown one: those
+fail the job as ``handler_failed``, naming the refused kind); anything else is ``handler_failed``
+and retried. ``parse_markdown``'s forked child speaks the same protocol.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import msgspec
 
@@ -19,7 +23,6 @@ from tender_pool.supervisor.types import ErrorKind, HandlerFailure, HandlerInput
 from .runner import RunResult
 
 _enc = msgspec.json.Encoder()
-_KINDS = {k.value for k in ErrorKind}
 
 
 class InputRejected(Exception):
@@ -49,46 +52,18 @@ def input_file(job: JobRecord, cfg: Config) -> str | None:
     return str(resolved)
 
 
-def command_for(kind: str, cfg: Config) -> list[str] | None:
-    h = cfg.handlers.get(kind)
-    return list(h.command) if h else None
-
-
 def handler_stdin(job: JobRecord, attempt: int) -> bytes:
     return _enc.encode(HandlerInput(job.id, job.kind, job.user, job.payload, attempt))
 
 
-OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+def _as_value(value: dict) -> dict:
+    return {"value": value}
 
 
-def is_ole(path: str) -> bool:
-    """Legacy .doc/.xls (and anything else in an OLE2 container) needs the JVM."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(8) == OLE_MAGIC
-    except OSError:
-        return False
-
-
-def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: str, jvm) -> int:
-    """Runs in the job's forked child: extract, write the files, speak the handler protocol on stdout
-    (exit 0 + the result object, or exit 3 + {"error": …}), so one code path reads both kinds."""
-    import sys
-
-    from tender_pool.extract.errors import ExtractError
-    from tender_pool.extract.runner import run_job
-
-    try:
-        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm)
-    except ExtractError as e:
-        sys.stdout.buffer.write(_enc.encode(e.to_dict()))
-        return 3
-    sys.stdout.buffer.write(_enc.encode(out))
-    return 0
-
-
-def outcome_of(res: RunResult, timeout: float) -> Outcome:
-    """Turn what the runner saw into an outcome (the slot decides retry vs final from the kind)."""
+def outcome_of(res: RunResult, timeout: float, success: Callable[[dict], dict] = _as_value) -> Outcome:
+    """Turn what the runner saw into an outcome (the slot decides retry vs final from the kind).
+    ``success`` makes the stored result from the handler's JSON object: a command's is stored as
+    ``{"value": …}``, parse_markdown's ``JobOutput`` as it is."""
     if res.stopped == "timeout":
         return Outcome("failed", error=JobError("timeout", f"killed after {timeout:g} s"), signals=res.signals)
     if res.stopped == "cancel":
@@ -105,13 +80,26 @@ def outcome_of(res: RunResult, timeout: float) -> Outcome:
             return Outcome("failed", error=JobError("bad_output", f"stdout is not JSON: {e}"))
         if not isinstance(value, dict):
             return Outcome("failed", error=JobError("bad_output", "stdout is JSON but not an object"))
-        return Outcome("completed", result={"value": value})
+        return Outcome("completed", result=success(value))
     if res.returncode == 3:
         try:
             fail = msgspec.json.decode(res.stdout, type=HandlerFailure)
-            kind = fail.error.kind if fail.error.kind in _KINDS else "handler_failed"
-            return Outcome("failed", error=JobError(kind, fail.error.message), final=True)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return Outcome("failed", error=JobError("bad_output", "exit 3 without {\"error\": {kind, message}}"))
+        return Outcome("failed", error=_handler_error(fail.error), final=True)
     how = f"exit status {res.returncode}" if (res.returncode or 0) >= 0 else f"killed by signal {-res.returncode}"
     return Outcome("failed", error=JobError("handler_failed", f"{how}: {tail}" if tail else how))
+
+
+def _handler_error(err: JobError) -> JobError:
+    """The error a handler's exit 3 reports, if its kind is one a handler may set; else
+    ``handler_failed`` naming the refused kind (final all the same: the handler gave up)."""
+    try:
+        kind = ErrorKind(err.kind)
+    except ValueError:
+        return JobError(ErrorKind.HANDLER_FAILED.value, f"handler reported unknown error kind {err.kind!r}: {err.message}")
+    if kind.pool_owned:
+        return JobError(
+            ErrorKind.HANDLER_FAILED.value, f"handler reported error kind {err.kind!r}, which only the pool sets: {err.message}"
+        )
+    return err

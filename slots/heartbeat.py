@@ -14,7 +14,7 @@ import struct
 
 import msgspec
 
-from tender_pool.supervisor.types import SlotReport
+from tender_pool.supervisor.types import Beat, SlotReport
 
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder(SlotReport)
@@ -22,20 +22,56 @@ _HDR = struct.Struct("!I")
 
 
 class Reporter:
-    """Slot side. Blocking writes: reports are tiny and the supervisor drains the pipe every loop."""
+    """Slot side. Never blocks: the pipe is non-blocking, and a slot whose supervisor stalls (SIGSTOP,
+    swap) must go on enforcing its job's deadline, cancel and fence. When the pipe is full, a
+    ``Beat`` is dropped (the next one carries the same cumulative figures: beats coalesce), while
+    every other report (``Busy``, ``Idle``, ``Finished``) waits in a backlog that ``flush`` writes
+    out, whole frames in order, each time the slot's loop beats. The backlog is bounded only by
+    ``congested``: past ``BACKLOG_LIMIT`` bytes the slot stops claiming until it drains."""
+
+    BACKLOG_LIMIT = 1 << 20
 
     def __init__(self, fd: int):
         self.fd = fd
+        os.set_blocking(fd, False)
+        self.backlog = bytearray()  # whole frames not yet written; the first may be partly written
+        self.closed = False
+        self.dropped_beats = 0
 
     def send(self, report: SlotReport) -> None:
         body = _enc.encode(report)
-        data = _HDR.pack(len(body)) + body
-        try:
-            while data:
-                n = os.write(self.fd, data)
-                data = data[n:]
-        except BrokenPipeError:
-            pass  # the supervisor is gone; PDEATHSIG and the getppid() check end this slot
+        frame = _HDR.pack(len(body)) + body
+        if isinstance(report, Beat):
+            if self.flush():  # the backlog first: a beat never overtakes a Busy or a Finished
+                self._write(frame)
+            else:
+                self.dropped_beats += 1
+            return
+        self.backlog += frame
+        self.flush()
+
+    def _write(self, frame: bytes) -> None:
+        """Write one frame into an empty backlog; what the pipe does not take goes to the backlog."""
+        self.backlog += frame
+        self.flush()
+
+    def flush(self) -> bool:
+        """Write as much of the backlog as the pipe takes now. True when nothing is left."""
+        while self.backlog and not self.closed:
+            try:
+                n = os.write(self.fd, self.backlog)
+            except BlockingIOError:
+                return False
+            except (BrokenPipeError, OSError):
+                self.closed = True  # the supervisor is gone; PDEATHSIG and the getppid() check end us
+                self.backlog.clear()
+                break
+            del self.backlog[:n]
+        return not self.backlog
+
+    @property
+    def congested(self) -> bool:
+        return len(self.backlog) > self.BACKLOG_LIMIT
 
 
 class ReportReader:

@@ -7,30 +7,32 @@ Hazards this module owns:
 - Every write after the claim is fenced by the attempt token (settle.lua refuses a stale attempt).
 - The client is built per process (``connect``) and never inherited across ``fork``; responses are
   bytes, decoded here, so a producer's binary junk on the list cannot crash a slot.
+- Script texts and registrations come from ``scripts`` (their one owner); the typed answers of
+  start.lua (``Run`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``) and settle.lua
+  (``SettleReply``) are built here, so no caller indexes a reply by position.
 """
 
 from __future__ import annotations
 
+import enum
 import secrets
-from dataclasses import dataclass
-from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import redis
 
 from tender_pool.supervisor.keys import Keys
+from tender_pool.supervisor.types import JobError, JobRecord, SubmitRequest
 
+from . import scripts
 from .connection import FastLane, connect  # noqa: F401  (connect: re-exported for callers)
-from tender_pool.supervisor.types import JobError, JobRecord, JobState, SubmitRequest
 
-_LIB = resources.files("tender_pool.slots").joinpath("lua/lib.lua").read_text()
 _json = msgspec.json.Encoder()
 
 
 def _script_text(name: str) -> str:
-    body = resources.files("tender_pool.slots").joinpath(f"lua/{name}.lua").read_text()
-    return _LIB + "\n" + body
+    """Deprecated alias of ``scripts.text`` for supervisor/status_server.py until it imports scripts."""
+    return scripts.text(name)
 
 
 class Undecodable(Exception):
@@ -66,16 +68,86 @@ def decode_job(h: dict[bytes, bytes]) -> JobRecord:
         raise Undecodable(f"job hash does not validate: {e}") from None
 
 
-@dataclass
-class Started:
-    """start.lua's verdict. ``action`` is run | parked | ended | stale | missing."""
+# --- start.lua's answer: a tagged union --------------------------------------------------------
 
-    action: str
-    token: str = ""
-    attempt: int = 0
-    started_ms: int = 0
-    created_ms: int = -1
-    detail: list[str] | None = None
+
+class Run(msgspec.Struct, frozen=True, tag="run"):
+    """The slot holds the user's lock: run attempt ``attempt`` under ``token`` (Redis-TIME ms)."""
+
+    token: str
+    attempt: int
+    started_ms: int
+    created_ms: int = -1  # -1: the job hash had no created_at
+
+
+class Parked(msgspec.Struct, frozen=True, tag="parked"):
+    """Put in a wait list: behind its user's running job (``reason`` "user", ``on`` the user) or an
+    unfinished dependency (``reason`` "dependency", ``on`` that job's id)."""
+
+    reason: str
+    on: str
+
+
+class Ended(msgspec.Struct, frozen=True, tag="ended"):
+    """Ended without running: cancelled, waited too long, or a dependency failed."""
+
+    state: str
+    error_kind: str
+    message: str
+
+
+class Stale(msgspec.Struct, frozen=True, tag="stale"):
+    """A duplicate entry of a job already running or finished elsewhere; dropped from our list."""
+
+    state: str
+
+
+class Missing(msgspec.Struct, frozen=True, tag="missing"):
+    """No job hash (expired between claim and start)."""
+
+
+StartResult = Run | Parked | Ended | Stale | Missing
+
+
+def _start_result(res: list) -> StartResult:
+    tag, rest = _s(res[0]) or "", [_s(x) or "" for x in res[1:]]
+    if tag == "run":
+        return Run(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
+    if tag == "parked":
+        return Parked(rest[0], rest[1])
+    if tag == "ended":
+        return Ended(rest[0], rest[1], rest[2])
+    if tag == "stale":
+        return Stale(rest[0])
+    if tag == "missing":
+        return Missing()
+    raise redis.ResponseError(f"start.lua answered {res!r}")
+
+
+# --- settle.lua's question and answer ------------------------------------------------------------
+
+
+class Verdict(str, enum.Enum):
+    """What settle.lua does with an attempt (its ARGV[3])."""
+
+    COMPLETED = "completed"  # store the result: final
+    FAILED = "failed"  # store the error: final
+    CANCELLED = "cancelled"  # cancelled while running: final
+    RETRY = "retry"  # a business failure with tries left: to ``delayed`` after a backoff
+    REQUEUE = "requeue"  # stopped by the pool (drain, abort): back to ready, an interruption
+
+
+class SettleAnswer(enum.Enum):
+    OK = "ok"
+    FENCED = "fenced"  # this attempt no longer owns the job (its token was replaced or cleared)
+
+    def __bool__(self) -> bool:  # ``ok, promoted = q.settle(...)``; ``if ok:`` means accepted
+        return self is SettleAnswer.OK
+
+
+class SettleReply(NamedTuple):
+    answer: SettleAnswer
+    promoted: str  # the waiter the released lock went to, or ""
 
 
 class Queue:
@@ -83,19 +155,10 @@ class Queue:
         self.r = client
         self.k = keys
         self.fast = FastLane(client)
-        self._texts = {name: _script_text(name) for name in ("start", "settle")}  # the slot's hot path
-        self._scripts = {
-            name: client.register_script(_script_text(name))
-            for name in (
-                "enqueue",
-                "requeue",
-                "deadletter",
-                "promote_due",
-                "stamp",
-                "unstick",
-                "cancel",
-            )
-        }
+        self._texts = {name: scripts.text(name) for name in ("start", "settle")}  # the slot's hot path
+        self._scripts = scripts.register(
+            client, "enqueue", "requeue", "deadletter", "promote_due", "stamp", "unstick", "cancel"
+        )
 
     # --- producers --------------------------------------------------------------------------------
 
@@ -154,6 +217,11 @@ class Queue:
             k.deps(job.id),
         ]
 
+    def register_list(self, proc: str, owner: str) -> None:
+        """``proclists[proc] = owner`` (an encoded ``keys.Owner``): done by the slot itself before
+        its first claim into ``proc``, so a reaper can always find what it claims."""
+        self.fast.call("HSET", self.k.proclists, proc, owner)
+
     def claim(self, proc: str, timeout: float) -> bytes | None:
         """Interactive first, else block on bulk. A wake token (``Keys.WAKE``) comes back as-is."""
         entry = self.fast.call("LMOVE", self.k.ready_hi, proc, "RIGHT", "LEFT")
@@ -182,7 +250,7 @@ class Queue:
         suffix: str = "",
         busy: bytes = b"{}",
         busy_ttl_ms: int = 0,
-    ) -> Started:
+    ) -> StartResult:
         """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply."""
         k = self.k
         keys = [*self._attempt_keys(proc, job), k.busy(worker)]
@@ -204,19 +272,14 @@ class Queue:
                 busy_ttl_ms or lock_ttl_ms,
             ],
         )
-        action = _s(res[0]) or ""
-        if action == "run":
-            return Started(
-                "run", token=_s(res[1]) or "", attempt=int(res[2]), started_ms=int(res[3]), created_ms=int(res[4])
-            )
-        return Started(action, detail=[_s(x) or "" for x in res[1:]])
+        return _start_result(res)
 
     def settle(
         self,
         proc: str,
         job: JobRecord,
         token: str,
-        outcome: str,
+        verdict: Verdict | str,
         *,
         result: dict | None = None,
         error: JobError | None = None,
@@ -225,8 +288,10 @@ class Queue:
         backoff_ms: int = 0,
         counts_try: bool = False,
         worker: str = "",
-    ) -> tuple[bool, str]:
-        """Returns (accepted, promoted waiter id). Not accepted = fenced: a newer attempt owns it."""
+        launched: bool = True,
+    ) -> SettleReply:
+        """Fenced by ``token``: a newer attempt's job is never touched. ``launched`` False (no handler
+        process was started: a rejected input) takes this start back out of ``attempts``."""
         k = self.k
         res = self.fast.script(
             self._texts["settle"],
@@ -234,7 +299,7 @@ class Queue:
             [
                 job.id,
                 token,
-                outcome,
+                Verdict(verdict).value,
                 _json.encode(result) if result is not None else "",
                 _json.encode(error) if error is not None else "",
                 lock_ttl_ms,
@@ -242,11 +307,24 @@ class Queue:
                 backoff_ms,
                 job.user,
                 "1" if counts_try else "0",
+                "1" if launched else "0",
             ],
         )
         if _s(res[0]) == "fenced":
-            return False, ""
-        return True, _s(res[1]) or ""
+            return SettleReply(SettleAnswer.FENCED, "")
+        return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
+
+    def attempt_end(self, job_id: str) -> tuple[str, int, str]:
+        """(state, attempts, error kind) of a job now: after a settle answered ``fenced`` on a retry,
+        tells whether our first try did land before its reply was lost."""
+        state, attempts, error = self.fast.call("HMGET", self.k.job(job_id), "state", "attempts", "error")
+        kind = ""
+        if error:
+            try:
+                kind = msgspec.json.decode(error, type=JobError).kind
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+        return _s(state) or "", int(attempts or 0), kind
 
     def deadletter(self, proc: str, entry: bytes, reason: str, retention_s: int) -> bool:
         job_id = _s(entry) or ""
@@ -339,7 +417,3 @@ def decode_submit(raw: bytes) -> SubmitRequest:
         return msgspec.json.decode(raw, type=SubmitRequest)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise Undecodable(f"not a job id and not a valid job message: {e}") from None
-
-
-def is_terminal(state: JobState) -> bool:
-    return state.terminal

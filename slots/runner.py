@@ -13,6 +13,15 @@ are outside the group (supervisor#1101, celery#2353) but still carry the marker.
 After every attempt, even a clean one, the slot — a child subreaper (``PR_SET_CHILD_SUBREAPER``), so
 orphans of the job re-parent to it — kills and reaps any process of its own other than the ones it
 knows. That check reads one small /proc file, so it costs microseconds per job, not a /proc walk.
+
+This module is also the one place that signals or probes a process group (``killpg``,
+``group_alive``, ``kill_group``): the supervisor, the slot and the warm JVM (through an injected
+``kill_group``) all use it, so ``PermissionError`` has one meaning everywhere. EPERM from
+``killpg`` means the group exists but is not ours to signal (a recycled pgid of another user, or a
+setuid program in it): a probe treats it as alive, a kill reports it undelivered, and both log it.
+
+An attempt is over when its process has exited, not when its pipes close: a handler may close
+stdout and stderr and keep running, and is still timed, cancelled and fenced until it exits.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import psutil
+import structlog
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -173,11 +183,14 @@ def run(
     marker: tuple[str, str],
     tick: Callable[[], str | None],
     tick_every: float = 1.0,
+    beat: Callable[[], None] | None = None,
 ) -> RunResult:
-    """Feed stdin, collect stdout and a stderr tail, and enforce the deadline (monotonic).
+    """Feed stdin, collect stdout and a stderr tail, and enforce the deadline (monotonic) until the
+    process exits — not merely until its pipes close.
 
-    ``tick`` is called at least every ``tick_every`` seconds; a non-None return ("cancel", "abort")
-    stops the attempt the same way a timeout does.
+    ``tick`` is called at least every ``tick_every`` seconds; a non-None return ("cancel", "abort",
+    "fenced") stops the attempt the same way a timeout does. ``beat`` is called while waiting out
+    ``kill_grace`` after a stop, so the slot keeps reporting through a slow kill.
     """
     out = bytearray()
     err = bytearray()
@@ -192,16 +205,22 @@ def run(
         proc.stdin.close()
     sel.register(proc.stdout, selectors.EVENT_READ)
     sel.register(proc.stderr, selectors.EVENT_READ)
+    streams = {proc.stdout, proc.stderr}
+    try:  # readable the instant the process exits: no sleep-polling once its pipes are closed
+        pidfd: int | None = os.pidfd_open(proc.pid)
+        sel.register(pidfd, selectors.EVENT_READ)
+    except OSError:
+        pidfd = None
     stopped: str | None = None
     overflow = False
     next_tick = time.monotonic() + tick_every
     exited_at: float | None = None
-    while sel.get_map():
+    while True:
         now = time.monotonic()
         if proc.poll() is not None:
             # Pipes can stay open in an escaped descendant: give them a moment, then stop reading.
             exited_at = exited_at or now
-            if now - exited_at > 0.2:
+            if not streams or now - exited_at > 0.2:
                 break
         if now >= deadline:
             stopped = "timeout"
@@ -215,8 +234,13 @@ def run(
         wait = min(deadline, next_tick) - now
         if exited_at:
             wait = min(wait, 0.05)
+        elif pidfd is None and not streams:
+            wait = min(wait, 0.01)
         for key, _ in sel.select(timeout=max(0.0, wait)):
             f = key.fileobj
+            if f is pidfd:
+                sel.unregister(pidfd)  # level-triggered: poll() above sees the exit from now on
+                continue
             if f is proc.stdin:
                 try:
                     n = os.write(proc.stdin.fileno(), pending[:65536])
@@ -233,6 +257,7 @@ def run(
                 continue
             if not chunk:
                 sel.unregister(f)
+                streams.discard(f)  # type: ignore[arg-type]
                 continue
             if f is proc.stdout:
                 if len(out) + len(chunk) > MAX_OUTPUT:
@@ -244,10 +269,12 @@ def run(
                 if len(err) > 4 * STDERR_TAIL:
                     del err[: len(err) - STDERR_TAIL]
     sel.close()
+    if pidfd is not None:
+        os.close(pidfd)
     signals: list[str] = []
     kill: KillReport | None = None
     if stopped:
-        kill = kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None)
+        kill = kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None, beat=beat)
         signals = kill.signals
     for f in (proc.stdin, proc.stdout, proc.stderr):
         try:
@@ -277,14 +304,53 @@ def _signal_all(procs: Iterable[psutil.Process], sig: int) -> None:
             pass
 
 
-def _killpg(pgid: int, sig: int) -> bool:
+_eperm_logged: set[int] = set()
+
+
+def _log_eperm(pgid: int, what: str) -> None:
+    if pgid not in _eperm_logged:  # once per group: probes run every few milliseconds
+        _eperm_logged.add(pgid)
+        structlog.get_logger().warning("process_group_not_ours", pgid=pgid, op=what)
+
+
+def killpg(pgid: int, sig: int) -> bool:
+    """Signal a process group. True when delivered; False when it is gone (ESRCH) or not ours (EPERM,
+    logged)."""
+    if pgid <= 1:
+        return False  # 0 would be our own group, 1 init's: never a job's
     try:
         os.killpg(pgid, sig)
         return True
     except ProcessLookupError:  # ESRCH: already gone
         return False
     except PermissionError:
+        _log_eperm(pgid, f"kill {signal.Signals(sig).name}")
         return False
+
+
+def group_alive(pgid: int) -> bool:
+    """Does any process of group ``pgid`` still exist? EPERM counts as alive (it exists, logged)."""
+    if pgid <= 1:
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        _log_eperm(pgid, "probe")
+        return True
+
+
+def kill_group(pgid: int, grace: float) -> None:
+    """SIGTERM the group (and SIGCONT, so a stopped member can act on it), wait up to ``grace`` s for
+    it to be gone, then SIGKILL. The signature ``extract.jvm.WarmJvm(kill_group=…)`` takes."""
+    if killpg(pgid, signal.SIGTERM):
+        killpg(pgid, signal.SIGCONT)
+    end = time.monotonic() + grace
+    while time.monotonic() < end and group_alive(pgid):
+        time.sleep(0.02)
+    killpg(pgid, signal.SIGKILL)
 
 
 @dataclass
@@ -296,14 +362,18 @@ class KillReport:
     stages: list[dict]
 
 
-def kill_attempt(pid: int, marker: tuple[str, str], grace: float, exited: Callable[[], bool]) -> KillReport:
+def kill_attempt(
+    pid: int, marker: tuple[str, str], grace: float, exited: Callable[[], bool],
+    beat: Callable[[], None] | None = None,
+) -> KillReport:
     """SIGTERM group + tree, ``grace`` seconds, SIGKILL group + tree + marker sweep. The child is
-    its own session leader, so its pgid is its pid."""
+    its own session leader, so its pgid is its pid. ``beat`` runs every few milliseconds while the
+    grace runs out: a slot must keep reporting, or its supervisor kills it as silent."""
     sent: list[str] = []
     stages: list[dict] = []
     tree = _tree(pid)
     t0 = time.monotonic()
-    _killpg(pid, signal.SIGTERM)
+    killpg(pid, signal.SIGTERM)
     _signal_all(tree, signal.SIGTERM)
     sent.append("SIGTERM")
     end = time.monotonic() + grace
@@ -311,6 +381,8 @@ def kill_attempt(pid: int, marker: tuple[str, str], grace: float, exited: Callab
         alive = [p for p in tree if _alive(p)]
         if exited() and not alive and not group_alive(pid):
             break
+        if beat is not None:
+            beat()
         time.sleep(0.02)
     else:
         sent.append("SIGKILL")
@@ -318,7 +390,7 @@ def kill_attempt(pid: int, marker: tuple[str, str], grace: float, exited: Callab
     stages.append({"stage": "term", "signal": "SIGTERM", "pgid": pid, "pids": [p.pid for p in tree],
                    "seconds": round(t1 - t0, 4)})
     left = [p for p in tree if _alive(p)]
-    _killpg(pid, signal.SIGKILL)
+    killpg(pid, signal.SIGKILL)
     _signal_all(left, signal.SIGKILL)
     t2 = time.monotonic()
     if "SIGKILL" in sent:
@@ -335,14 +407,6 @@ def _alive(p: psutil.Process) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
-        return False
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
         return False
 
 

@@ -1,13 +1,26 @@
 """One slot: the claim → start (lock) → run → settle (release) loop, one job at a time.
 
 A slot is forked by the supervisor and builds everything it uses after the fork (Redis client,
-logger); it never touches an inherited one. It dies with the supervisor (PDEATHSIG, plus a getppid()
-check each loop, as gunicorn's workers do).
+logger, its job kinds); it never touches an inherited one. It dies with the supervisor (PDEATHSIG,
+plus a getppid() check each loop, as gunicorn's workers do).
+
+Before its first claim it registers its processing list in ``proclists`` (so a reaper can always
+find what it claims); while Redis is down it keeps beating and retries, and never claims unregistered.
+
+What runs for a job is its kind's business (``kinds.py``): ``execute`` only launches what the kind
+prepared, through ``runner``, and hands the result back to the kind to conclude.
+
+Redis errors: a lost connection or a timeout during start or settle is retried with the same
+arguments (both scripts are safe to repeat), so a finished job is never thrown away; after any
+Redis error, anywhere, the slot reconciles its processing list with what it runs (nothing, between
+jobs) before claiming again, so an entry left behind by a lost reply or a failover is put back at
+once instead of waiting for the deadline rule.
 
 Signals (set a flag only; the loop acts):
 - SIGTERM: drain — finish the current job, claim nothing more, exit 0.
 - SIGUSR1: abort — kill the running attempt's group now and put the job back (an interruption, not
   a try), then exit 0. The supervisor sends it when ``drain_timeout`` runs out.
+- SIGUSR2: the supervisor died (PDEATHSIG) — kill the job's and the kinds' groups, exit at once.
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from tender_pool.supervisor import logs
 from tender_pool.supervisor.config import Config
 from tender_pool.supervisor.keys import Keys
 from tender_pool.supervisor.types import (
+    AttemptEnd,
     Beat,
     Busy,
     ErrorKind,
@@ -31,21 +45,58 @@ from tender_pool.supervisor.types import (
     JobError,
     JobRecord,
     Outcome,
+    SlotExit,
 )
 
-from . import faults, handlers, runner
+from . import faults, kinds, runner
 from .busy import BusyTracker
 from .heartbeat import Reporter
-from .queue import Queue, Started, Undecodable, _s, connect, decode_submit
+from .queue import (
+    Ended,
+    Parked,
+    Queue,
+    Run,
+    SettleAnswer,
+    SettleReply,
+    StartResult,
+    Undecodable,
+    Verdict,
+    connect,
+    decode_job,
+    decode_submit,
+)
+
+# Errors after which repeating the same call is right: the server may or may not have run it (a lost
+# reply), and start.lua / settle.lua are safe to repeat. READONLY: we reached a demoted primary.
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError)
+
+_ENDS = {
+    Verdict.COMPLETED: AttemptEnd.COMPLETED,
+    Verdict.FAILED: AttemptEnd.FAILED,
+    Verdict.CANCELLED: AttemptEnd.CANCELLED,
+    Verdict.RETRY: AttemptEnd.RETRIED,
+    Verdict.REQUEUE: AttemptEnd.INTERRUPTED,
+}
+# What the job hash shows once a settle with this verdict landed (for a reply lost on the way back)
+_LANDED_STATE = {
+    Verdict.COMPLETED: "completed",
+    Verdict.FAILED: "failed",
+    Verdict.CANCELLED: "cancelled",
+    Verdict.RETRY: "queued",
+    Verdict.REQUEUE: "queued",
+}
 
 
 class Slot:
-    def __init__(self, cfg: Config, index: int, worker_id: str, proc: str, owner: str, report_fd: int):
+    def __init__(
+        self, cfg: Config, index: int, worker_id: str, proc: str, marker: str, report_fd: int, list_owner: str = ""
+    ):
         self.cfg = cfg
         self.index = index
         self.worker_id = worker_id
         self.proc = proc  # this incarnation's processing list
-        self.owner = owner  # TENDER_POOL_OWNER marker value for every child
+        self.marker = marker  # TENDER_POOL_OWNER value for every child
+        self.list_owner = list_owner  # keys.Owner, encoded: our proclists value ("" = registered for us)
         self.reporter = Reporter(report_fd)
         self.parent = os.getppid()
         self.stopping = False
@@ -53,33 +104,32 @@ class Slot:
         self.retention = int(cfg.pool.result_retention)
         self.lock_ttl = cfg.lock_ttl_ms
         self.log = logs.configure(f"slot{index}").bind(slot=worker_id)
-        self.q: Queue | None = None
         self.last_beat = 0.0
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
         self.last_cancel_poll = 0.0
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
-        self.jvm_docs = 0
-        self.jvm = None  # the slot's warm POI JVM (extract.jvm.WarmJvm), started on the first .doc/.xls
-        self.base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
+        base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
+        self.kinds = kinds.build(cfg, base_env)
+        self.q = Queue(connect(cfg.redis.url, cfg.redis.socket_timeout), Keys(cfg.redis.prefix, cfg.pool.queue))
+        self.busy = BusyTracker(self.q.r, self.q.k, worker_id, cfg, self.log, on_redis_error=self._redis_error)
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
+        self.reconcile_due = True  # before the first claim: a previous incarnation may have left entries
 
     # --- process plumbing -------------------------------------------------------------------------
 
-    def main(self) -> int:
+    def main(self) -> SlotExit:
         # The supervisor's death reaches us as SIGUSR2: kill the running job's group, then go. (A job
         # child is spawned without a PDEATHSIG of its own: posix_spawn cannot set one; see runner.)
         signal.signal(signal.SIGUSR2, self._on_parent_death)
         runner.set_pdeathsig(signal.SIGUSR2)
         if os.getppid() != self.parent:
-            return 0
+            return SlotExit.OK
         runner.set_subreaper()
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C goes to the supervisor's decision
         signal.signal(signal.SIGUSR1, self._on_abort)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.title("idle")
-        self.q = Queue(connect(self.cfg.redis.url, self.cfg.redis.socket_timeout), Keys(self.cfg.redis.prefix, self.cfg.pool.queue))
-        self.busy = BusyTracker(self.q.r, self.q.k, self.worker_id, self.cfg, self.log)
         self.busy.clear_stale()
         self.reporter.send(Idle())
         backoff = 0.1
@@ -88,29 +138,30 @@ class Slot:
                 self.step()
                 backoff = 0.1
             except redis.RedisError as e:
+                self._redis_error(e)
                 self.log.warning("redis_error", error=str(e), retry_in=backoff)
-                self.redis_errors += 1
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
-                self._recover_own()
             except Exception:
                 self.log.exception("slot_step_failed")
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
         self.busy.clear_stale()
-        if self.jvm is not None:
-            self.jvm.close()
+        for kind in self.kinds.values():
+            kind.close()
+        self.reporter.flush()
         self.log.info("slot_exit", stopping=self.stopping)
-        return 0
+        return SlotExit.OK
 
     def _on_term(self, *_: object) -> None:
         self.stopping = True
 
     def _on_parent_death(self, *_: object) -> None:
-        for pgid in (self.child_pid, self.jvm.pid if self.jvm is not None else None):
+        groups = [self.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
+        for pgid in groups:
             if pgid:
-                runner._killpg(pgid, signal.SIGKILL)
-        os._exit(1)
+                runner.killpg(pgid, signal.SIGKILL)
+        os._exit(SlotExit.ERROR)
 
     def _on_abort(self, *_: object) -> None:
         self.stopping = True
@@ -120,6 +171,8 @@ class Slot:
         setproctitle.setproctitle(f"tender-pool: slot {self.index} {what}")
 
     def beat(self, force: bool = False) -> None:
+        """Report liveness (at most every ``beat_every`` unless forced) and write out any backlog."""
+        self.reporter.flush()
         now = time.monotonic()
         if force or now - self.last_beat >= self.beat_every:
             self.last_beat = now
@@ -131,11 +184,23 @@ class Slot:
             self.beat()
             time.sleep(min(0.1, end - time.monotonic()) if end > time.monotonic() else 0)
 
+    def _redis_error(self, e: redis.RedisError) -> None:
+        """Every Redis error, wherever it was caught: counted, and our list reconciled before the
+        next claim (the error may have cost a reply whose effect we never saw)."""
+        self.redis_errors += 1
+        self.reconcile_due = True
+
     # --- the job's path ---------------------------------------------------------------------------
 
     def step(self) -> None:
-        assert self.q is not None
         self.beat()
+        if self.reporter.congested:  # the supervisor is not reading: claim nothing until it does
+            self._sleep(0.05)
+            return
+        if self.list_owner and not self.registered():
+            return
+        if self.reconcile_due:
+            self.reconcile()
         entry = self.q.claim(self.proc, self.cfg.pool.claim_timeout)
         if entry is None:
             return
@@ -151,23 +216,35 @@ class Slot:
             return
         started = self.start(job)
         faults.checkpoint("after_stamp")
-        if started.action != "run":
+        if not isinstance(started, Run):
             self.report_not_run(job, started)
             return
         # start.lua wrote the busy state in the same step that gave us the user's lock; settle.lua
         # clears it (guarded by job id). Only an exception on the way needs a separate clean-up.
         self.busy.started(started.attempt, started.started_ms, started.created_ms)
         try:
-            outcome = self.execute(job, started)
+            outcome, launched = self.execute(job, started)
             faults.checkpoint("before_ack")
-            self.settle(job, started, outcome)
+            self.settle(job, started, outcome, launched)
         except BaseException:
             self.busy.clear(job.id)
             raise
 
+    def registered(self) -> bool:
+        """Register our processing list in ``proclists`` once, before the first claim."""
+        try:
+            self.q.register_list(self.proc, self.list_owner)
+        except redis.RedisError as e:
+            self._redis_error(e)
+            self.log.warning("list_register_retry", list=self.proc, error=str(e))
+            self._sleep(0.5)
+            return False
+        self.log.info("list_registered", list=self.proc)
+        self.list_owner = ""
+        return True
+
     def load(self, entry: bytes) -> JobRecord | None:
         """The claimed entry's job, or None after adopting / dead-lettering a raw entry."""
-        assert self.q is not None
         try:
             job_id = entry.decode("utf-8")
             h = self.q.read_job(job_id) if len(entry) < 512 else {}
@@ -181,20 +258,17 @@ class Slot:
                 new_id = self.q.adopt(self.proc, entry, req)
                 self.log.info("adopted_raw_entry", job_id=new_id, kind=req.kind, user=req.user, attempt=None)
                 return None
-            from .queue import decode_job
-
             return decode_job(h)
         except Undecodable as e:
             self.q.deadletter(self.proc, entry, str(e), self.retention)
+            shown = entry[:200].decode("utf-8", "replace")
             self.log.warning(
-                "dead_letter", job_id=_s(entry), entry=entry[:200].decode("utf-8", "replace"), reason=str(e),
-                kind=None, user=None, attempt=None,
+                "dead_letter", job_id=shown, entry=shown, reason=str(e), kind=None, user=None, attempt=None
             )
-            self.reporter.send(Finished(kind="?", outcome="dead", error_kind="undecodable"))
+            self.reporter.send(Finished(kind="?", outcome=AttemptEnd.DEAD, error_kind=ErrorKind.UNDECODABLE.value))
             return None
 
-    def start(self, job: JobRecord) -> Started:
-        assert self.q is not None
+    def start(self, job: JobRecord) -> StartResult:
         timeout = self.cfg.handler_timeout(job.kind) or self.cfg.extract.timeout
         args = dict(
             worker=self.worker_id,
@@ -209,82 +283,69 @@ class Slot:
         for attempt in range(20):  # a lost reply is retried with the same suffix: start.lua is idempotent then
             try:
                 return self.q.start(self.proc, job, suffix=suffix, **args)  # type: ignore[arg-type]
-            except redis.ConnectionError as e:
+            except RETRYABLE as e:
+                self._redis_error(e)
                 self.log.warning("start_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=None, error=str(e))
                 self._sleep(min(0.1 * 2**attempt, 5.0))
         raise redis.ConnectionError("start.lua: Redis unreachable")
 
-    def report_not_run(self, job: JobRecord, st: Started) -> None:
-        detail = st.detail or []
-        if st.action == "parked":
+    def report_not_run(self, job: JobRecord, st: StartResult) -> None:
+        if isinstance(st, Parked):
             self.log.info("parked", job_id=job.id, kind=job.kind, user=job.user, attempt=job.attempts,
-                          reason=detail[0] if detail else "", on=detail[1] if len(detail) > 1 else None)
-            self.busy.note_parked(detail[0] if detail else "", detail[1] if len(detail) > 1 else "")
-            self.reporter.send(Finished(kind=job.kind, outcome="parked", error_kind=detail[0] if detail else None))
-        elif st.action == "ended":
+                          reason=st.reason, on=st.on)
+            self.busy.note_parked(st.reason, st.on)
+            self.reporter.send(Finished(kind=job.kind, outcome=AttemptEnd.PARKED, park_reason=st.reason))
+        elif isinstance(st, Ended):
             self.log.info("ended_at_start", job_id=job.id, kind=job.kind, user=job.user, attempt=job.attempts,
-                          state=detail[0], error_kind=detail[1], message=detail[2])
-            self.reporter.send(Finished(kind=job.kind, outcome=detail[0], error_kind=detail[1]))
-        else:
-            self.log.info("start_skipped", job_id=job.id, action=st.action, detail=detail)
+                          state=st.state, error_kind=st.error_kind, message=st.message)
+            self.reporter.send(Finished(kind=job.kind, outcome=AttemptEnd(st.state), error_kind=st.error_kind))
+        else:  # Stale, Missing: another entry or nobody owns it; nothing to count
+            self.log.info("start_skipped", job_id=job.id, result=type(st).__name__.lower(),
+                          state=getattr(st, "state", None))
 
-    def execute(self, job: JobRecord, st: Started) -> Outcome:
-        """Run one attempt in its own process group; never raises for the job's own failures."""
+    def execute(self, job: JobRecord, st: Run) -> tuple[Outcome, bool]:
+        """Run one attempt in its own process group; never raises for the job's own failures.
+        Returns the outcome and whether a handler process was started at all."""
         log = self.log.bind(job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt)
-        try:
-            path = handlers.input_file(job, self.cfg)
-        except handlers.InputRejected as e:
-            log.info("input_rejected", error_kind=e.error.kind, message=e.error.message)
-            return Outcome("failed", error=e.error, final=True, ran=False)
-        timeout = self.cfg.handler_timeout(job.kind)
-        argv = handlers.command_for(job.kind, self.cfg)
-        extracting = job.kind == "parse_markdown"
-        if extracting and path is None:
-            msg = "parse_markdown needs payload.file"
-            return Outcome("failed", error=JobError(ErrorKind.FILE_NOT_FOUND.value, msg), final=True, ran=False)
-        if timeout is None or (argv is None and not extracting):
+        kind = self.kinds.get(job.kind)
+        if kind is None:
             msg = f"no handler for kind {job.kind!r} on {self.worker_id}"
-            return Outcome("failed", error=JobError(ErrorKind.HANDLER_FAILED.value, msg), final=True, ran=False)
-        busy = Busy(job.id, job.kind, job.user, path, st.token, st.attempt, int(time.time() * 1000))
+            return kinds.Rejected(JobError(ErrorKind.HANDLER_FAILED.value, msg)).outcome(), False
+        try:
+            launch = kind.prepare(job, st.attempt)
+        except Exception as e:  # noqa: BLE001 - e.g. the JVM cannot start: the job's try, not the slot's end
+            log.exception("prepare_failed")
+            return Outcome("failed", error=JobError(ErrorKind.HANDLER_FAILED.value, f"could not start: {e}")), True
+        if isinstance(launch, kinds.Rejected):
+            log.info("input_rejected", error_kind=launch.error.kind, message=launch.error.message)
+            return launch.outcome(), False
+        busy = Busy(job.id, job.kind, job.user, launch.file, st.token, st.attempt, int(time.time() * 1000))
         self.reporter.send(busy)
         self.title(f"busy {job.kind} job={job.id} user={job.user}")
-        env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.owner}
+        env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.marker}
         t0 = time.monotonic()
-        if extracting:
-            assert path is not None
-            from tender_pool.extract.api import preload
-
-            preload(path)  # import the format's reader here, so the forked child starts warm
-            jvm = self._warm_jvm() if handlers.is_ole(path) else None
-            out_dir = os.path.join(self.cfg.pool.results_dir, job.id)
-            stem = f"attempt-{st.attempt}"
-            heap = self.cfg.extract.jvm_heap
-            proc = runner.fork_call(
-                lambda: handlers.extraction_child(path, out_dir, stem, timeout, heap, jvm), env
-            )
+        if launch.call is not None:
+            proc = runner.fork_call(launch.call, {**launch.env, **env})
         else:
-            assert argv is not None
-            proc = runner.spawn(argv, {**self.base_env, **env})
+            assert launch.argv is not None
+            proc = runner.spawn(launch.argv, {**launch.env, **env})
         busy.child_pid = self.child_pid = proc.pid
         self.reporter.send(busy)
         log.info("job_started", pid=proc.pid)
         res = runner.run(
             proc,
-            b"" if extracting else handlers.handler_stdin(job, st.attempt),
-            deadline=t0 + timeout,
+            launch.stdin,
+            deadline=t0 + kind.timeout,
             kill_grace=self.cfg.pool.kill_grace,
             marker=("TENDER_POOL_ATTEMPT", st.token),
             tick=lambda: self._tick(job, st.token),
             tick_every=min(1.0, self.beat_every),
+            beat=self.beat,
         )
         self.child_pid = 0
-        if extracting and self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
-            self.jvm.kill()  # it may be mid-document: never hand it to the next job
-        keep = {self.jvm.pid} if self.jvm is not None and self.jvm.pid else set()
+        outcome = kind.conclude(job, st.attempt, res)
+        keep = set().union(*(k.keep() for k in self.kinds.values()))
         leftovers = runner.reap_orphans(keep=keep)
-        outcome = handlers.outcome_of(res, timeout)
-        if extracting and outcome.result is not None:
-            outcome.result = outcome.result["value"]  # parse_markdown's result is the JobOutput itself
         log.info(
             "job_ran",
             returncode=res.returncode,
@@ -296,23 +357,7 @@ class Slot:
             outcome=outcome.status,
             error_kind=outcome.error.kind if outcome.error else None,
         )
-        return outcome
-
-    JVM_RECYCLE_AFTER = 200
-
-    def _warm_jvm(self):
-        """The slot's warm JVM, started here (not in the job's child) so it outlives the job; recycled
-        every JVM_RECYCLE_AFTER documents (the count is kept here: the child's copy is discarded)."""
-        from tender_pool.extract.jvm import WarmJvm
-
-        if self.jvm is None:
-            self.jvm = WarmJvm(heap=self.cfg.extract.jvm_heap, kill_grace=self.cfg.pool.kill_grace)
-        if self.jvm_docs >= self.JVM_RECYCLE_AFTER:
-            self.jvm.kill()
-            self.jvm_docs = 0
-        self.jvm_docs += 1
-        self.jvm.ensure_started()
-        return self.jvm
+        return outcome, True
 
     def _tick(self, job: JobRecord, token: str) -> str | None:
         self.beat(force=True)
@@ -323,37 +368,36 @@ class Slot:
             return None
         self.last_cancel_poll = now
         try:
-            assert self.q is not None
             return self.q.poll_attempt(job.id, token)
-        except redis.RedisError:
+        except redis.RedisError as e:
+            self._redis_error(e)
             return None
 
-    def settle(self, job: JobRecord, st: Started, outcome: Outcome) -> None:
-        """Record the outcome and release the lock, in one fenced script; retried until Redis takes it."""
-        assert self.q is not None
+    def verdict(self, job: JobRecord, outcome: Outcome) -> tuple[Verdict, int]:
+        """The settle verdict for an outcome, and the retry backoff in ms."""
         pool = self.cfg.pool
-        backoff_ms = 0
-        counts_try = False
         if outcome.status == "completed":
-            verdict = "completed"
-        elif outcome.status == "interrupted":
-            verdict = "requeue"
-        else:
-            assert outcome.error is not None
-            kind = outcome.error.kind
-            # A try is a business failure of a handler that ran; rejections before the run are not.
-            counts_try = outcome.ran
-            retryable = not outcome.final and kind in (ErrorKind.HANDLER_FAILED.value, ErrorKind.BAD_OUTPUT.value)
-            if retryable and job.tries + 1 < pool.max_tries:
-                verdict = "retry"
-                backoff_ms = int(min(pool.retry_backoff * 2**job.tries, pool.retry_backoff_max) * 1000)
-            else:
-                verdict = "failed"
-        if outcome.error and outcome.error.kind == ErrorKind.CANCELLED.value:
-            verdict = "cancelled"
+            return Verdict.COMPLETED, 0
+        if outcome.status == "interrupted":
+            return Verdict.REQUEUE, 0
+        assert outcome.error is not None
+        if outcome.error.kind == ErrorKind.CANCELLED.value:
+            return Verdict.CANCELLED, 0
+        try:
+            retried = ErrorKind(outcome.error.kind).retried
+        except ValueError:
+            retried = False
+        if retried and not outcome.final and job.tries + 1 < pool.max_tries:
+            return Verdict.RETRY, int(min(pool.retry_backoff * 2**job.tries, pool.retry_backoff_max) * 1000)
+        return Verdict.FAILED, 0
+
+    def settle(self, job: JobRecord, st: Run, outcome: Outcome, launched: bool = True) -> None:
+        """Record the outcome and release the lock, in one fenced script; retried until Redis takes it."""
+        verdict, backoff_ms = self.verdict(job, outcome)
+        lost_reply = False
         for attempt in range(1000):
             try:
-                ok, promoted = self.q.settle(
+                reply = self.q.settle(
                     self.proc,
                     job,
                     st.token,
@@ -363,21 +407,31 @@ class Slot:
                     lock_ttl_ms=self.lock_ttl,
                     retention_s=self.retention,
                     backoff_ms=backoff_ms,
-                    counts_try=counts_try,
+                    counts_try=outcome.ran and outcome.status == "failed",  # a business failure of a handler that ran
                     worker=self.worker_id,
+                    launched=launched,
                 )
                 break
-            except redis.ConnectionError as e:
-                self.log.warning("settle_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt, error=str(e))
+            except RETRYABLE as e:
+                lost_reply = True
+                self._redis_error(e)
+                self.log.warning("settle_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
+                                 error=str(e))
                 self._sleep(min(0.1 * 2**attempt, 5.0))
         else:  # pragma: no cover
             raise redis.ConnectionError("settle: Redis unreachable")
+        if not reply.answer and lost_reply and self._landed(job, st, verdict, outcome, launched):
+            reply = SettleReply(SettleAnswer.OK, "")  # our first try did it; only its reply was lost
+            self.log.info("settle_reply_lost", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
+                          verdict=verdict.value)
+        if not reply.answer:
+            self.kinds[job.kind].discard(job, st.attempt, outcome)  # never publish a fenced attempt's files
         self.log.info("settled", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
-                      verdict=verdict if ok else "fenced", promoted=promoted or None)
+                      verdict=verdict.value if reply.answer else "fenced", promoted=reply.promoted or None)
         self.reporter.send(
             Finished(
                 kind=job.kind,
-                outcome={"retry": "retried", "requeue": "interrupted"}.get(verdict, verdict) if ok else "fenced",
+                outcome=_ENDS[verdict] if reply.answer else AttemptEnd.FENCED,
                 error_kind=outcome.error.kind if outcome.error else None,
                 killed=outcome.signals,
                 **self.busy.finished_fields(job, outcome),
@@ -386,20 +440,53 @@ class Slot:
         self.reporter.send(Idle())
         self.title("idle")
 
-    # --- recovery of our own list after a connection error ----------------------------------------
+    def _landed(self, job: JobRecord, st: Run, verdict: Verdict, outcome: Outcome, launched: bool) -> bool:
+        """After a retried settle answered ``fenced``: does the job show that our first try landed?
+        No newer attempt started (``attempts`` is still ours) and the state is what we asked for."""
+        for attempt in range(20):
+            try:
+                state, attempts, error_kind = self.q.attempt_end(job.id)
+                break
+            except RETRYABLE as e:
+                self._redis_error(e)
+                self._sleep(min(0.1 * 2**attempt, 2.0))
+        else:
+            return False
+        ours = st.attempt if launched else st.attempt - 1
+        same_error = outcome.error is None or error_kind == outcome.error.kind
+        return attempts == ours and state == _LANDED_STATE[verdict] and same_error
+
+    # --- our own list -----------------------------------------------------------------------------
 
     def _requeue_args(self) -> dict:
         return dict(crash_cap=self.cfg.pool.crash_cap, lock_ttl_ms=self.lock_ttl, retention_s=self.retention)
 
-    def _recover_own(self) -> None:
-        """A claim whose reply was lost leaves an entry in our list that we never saw: put it back."""
-        assert self.q is not None
+    def reconcile(self) -> None:
+        """Between jobs our list must be empty: anything in it is an entry whose claim reply was lost,
+        or an attempt whose settle a failover undid. Put each back (an interruption, not a crash)."""
         try:
-            for entry in self.q.r.lrange(self.proc, 0, -1):
-                self.q.requeue(self.proc, entry, "unclaim", list_dead=False, **self._requeue_args())
-        except redis.RedisError:
-            pass
+            entries = self.q.r.lrange(self.proc, 0, -1)
+            for entry in entries:
+                verdict = self.q.requeue(self.proc, entry, "unclaim", list_dead=False, **self._requeue_args())
+                self.log.warning("reconciled_entry", entry=entry[:200].decode("utf-8", "replace"), verdict=verdict)
+        except redis.RedisError as e:
+            self.redis_errors += 1
+            self.log.warning("reconcile_failed", error=str(e))
+            return
+        self.reconcile_due = False
 
 
-def slot_main(cfg: Config, index: int, worker_id: str, proc: str, owner: str, report_fd: int) -> int:
-    return Slot(cfg, index, worker_id, proc, owner, report_fd).main()
+def slot_main(
+    cfg: Config, index: int, worker_id: str, proc: str, marker: str, report_fd: int, list_owner: str = ""
+) -> SlotExit:
+    """The slot process's body. ``list_owner`` (an encoded ``keys.Owner``) is registered in
+    ``proclists`` for ``proc`` before the first claim ("" while the supervisor still does it).
+    A failure to build the slot exits ``BOOT_ERROR``: respawning cannot fix it."""
+    try:
+        slot = Slot(cfg, index, worker_id, proc, marker, report_fd, list_owner)
+    except Exception:  # noqa: BLE001 - config, imports, environment: say why, and exit with the code
+        import traceback
+
+        traceback.print_exc()
+        return SlotExit.BOOT_ERROR
+    return slot.main()

@@ -4,7 +4,8 @@
 -- KEYS[11] busy:<worker id> (cleared while it still names this job, fenced or not)
 -- ARGV: 1 id, 2 token, 3 outcome completed|failed|cancelled|retry|requeue, 4 result JSON ('' none),
 --       5 error JSON ('' none), 6 lock TTL ms, 7 retention s, 8 retry backoff ms, 9 user,
---       10 '1' if a failure counts as a business try
+--       10 '1' if a failure counts as a business try, 11 '0' if no handler process was started (a
+--       rejected input): this start is taken back out of 'attempts', which counts handler starts
 -- Returns {'ok', promoted waiter id or ''} | {'fenced'} when this attempt no longer owns the job.
 local id, token, outcome = ARGV[1], ARGV[2], ARGV[3]
 local cur = redis.call('GET', KEYS[11])
@@ -17,6 +18,7 @@ if redis.call('HGET', KEYS[2], 'token') ~= token then
   return {'fenced'}
 end
 local now = now_ms()
+if ARGV[11] == '0' then redis.call('HINCRBY', KEYS[2], 'attempts', -1) end
 redis.call('LREM', KEYS[1], 1, id)
 redis.call('HDEL', KEYS[3], id)
 local promoted = release_lock(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[9], token, tonumber(ARGV[6]))

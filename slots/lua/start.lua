@@ -7,8 +7,9 @@
 --       7 max waits, 8 user, 9 the slot's busy state as JSON (types.BusyState; attempt and started_at
 --       are filled in here), 10 busy-state TTL ms (longest timeout + 120 s)
 -- Busy state is written only on 'run', i.e. once the slot holds the user's lock, in the same step.
--- Returns {'run', token, attempt, started_at, created_at or -1} | {'parked', 'user'|'dependency', detail} |
+-- Returns {'run', token, attempt, started_at, created_at or -1} | {'parked', 'user'|'dependency', user or dep id} |
 --         {'ended', state, error kind, message} | {'stale', state} | {'missing'}
+--         (decoded by slots/queue.py into Run | Parked | Ended | Stale | Missing)
 local id, user, ttl = ARGV[1], ARGV[8], tonumber(ARGV[5])
 if redis.call('EXISTS', KEYS[2]) == 0 then return {'missing'} end
 local now = now_ms()
@@ -58,7 +59,8 @@ if redis.call('HGET', KEYS[2], 'cancel') == '1' then
   return finish('cancelled', 'cancelled', 'cancelled before it started')
 end
 if tonumber(redis.call('HGET', KEYS[2], 'waits') or '0') >= tonumber(ARGV[7]) then
-  return finish('failed', 'timeout', 'waited ' .. ARGV[7] .. ' times for its user or dependencies (pool.max_waits)')
+  -- Nothing was killed: not a timeout (ErrorKind.WAITED_TOO_LONG).
+  return finish('failed', 'waited_too_long', 'waited ' .. ARGV[7] .. ' times for its user or dependencies (pool.max_waits)')
 end
 
 for i = 11, #KEYS, 2 do

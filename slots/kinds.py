@@ -1,0 +1,245 @@
+"""Job kinds as strategies: what one attempt of a kind launches, and what its run means.
+
+The slot's loop is kind-agnostic (``Slot.execute``): it asks the job's kind to ``prepare`` a
+``Launch`` (or a pre-run rejection), starts it through ``runner``, and asks the kind to ``conclude``
+an ``Outcome`` from the ``RunResult``. Per-kind state lives here, in the slot process:
+
+- ``CommandKind``: a configured command handler (CONTRACT.md "Command handlers"), posix_spawn'ed
+  with the job as JSON on stdin.
+- ``ExtractionKind`` (``parse_markdown``): a forked copy of the slot runs ``extract`` and writes
+  the result files. It owns the slot's warm POI JVM (started here, before the fork, so the JVM is
+  the slot's child and outlives the job), its recycling (every ``JVM_RECYCLE_AFTER`` documents,
+  counted in the slot: a count kept in the forked child would be thrown away with it) and the
+  preloading of the format's reader. Nothing of the document is read in the slot: the reader
+  to preload and whether the JVM is needed are guessed from the file name's extension; the
+  format is sniffed in the job's child, under the job's timeout (a zip bomb inflates there).
+
+This is the seam per-kind concurrency and runs build on: a new kind is one class here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import msgspec
+
+from tender_pool.supervisor.config import Config
+from tender_pool.supervisor.types import ErrorKind, JobError, JobRecord, Outcome
+
+from . import handlers, runner
+from .runner import RunResult
+
+_enc = msgspec.json.Encoder()
+
+
+@dataclass
+class Launch:
+    """How to start one attempt: a command (``argv``, posix_spawn'ed) or a callable run in a forked
+    copy of the slot (``call``), with its stdin bytes and the environment it adds."""
+
+    env: dict[str, str]
+    stdin: bytes = b""
+    argv: list[str] | None = None
+    call: Callable[[], int] | None = None
+    file: str | None = None  # the checked input file, for the Busy report
+
+
+@dataclass
+class Rejected:
+    """A final failure before any process started (no handler, bad input): not a try, not an
+    attempt (settle takes the start back out of ``attempts``)."""
+
+    error: JobError
+
+    def outcome(self) -> Outcome:
+        return Outcome("failed", error=self.error, final=True, ran=False)
+
+
+class Kind(Protocol):
+    name: str
+    timeout: float
+
+    def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected: ...
+
+    def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome: ...
+
+    def keep(self) -> set[int]:
+        """Pids of this kind's own long-lived children (not leftovers of a job)."""
+        ...
+
+    def groups(self) -> list[int]:
+        """Process groups to SIGKILL if the slot must die at once."""
+        ...
+
+    def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
+        """Undo what a fenced attempt left (its job belongs to a newer attempt)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _input(job: JobRecord, cfg: Config) -> str | None | Rejected:
+    try:
+        return handlers.input_file(job, cfg)
+    except handlers.InputRejected as e:
+        return Rejected(e.error)
+
+
+@dataclass
+class CommandKind:
+    name: str
+    argv: list[str]
+    timeout: float
+    cfg: Config
+    base_env: dict[str, str] = field(default_factory=dict)
+
+    def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected:
+        path = _input(job, self.cfg)
+        if isinstance(path, Rejected):
+            return path
+        return Launch(env=dict(self.base_env), stdin=handlers.handler_stdin(job, attempt), argv=self.argv, file=path)
+
+    def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
+        return handlers.outcome_of(res, self.timeout)  # success: stored as result.value (CONTRACT)
+
+    def keep(self) -> set[int]:
+        return set()
+
+    def groups(self) -> list[int]:
+        return []
+
+    def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
+        pass  # a command's side effects are its own
+
+    def close(self) -> None:
+        pass
+
+
+# The reader modules to import in the slot before forking, by file-name extension: a warm child
+# never pays an import per job. A guess only: the child sniffs the content and imports what it needs.
+PRELOAD_BY_EXTENSION: dict[str, tuple[str, ...]] = {
+    ".docx": ("tender_pool.extract.docx",),
+    ".xlsx": ("tender_pool.extract.xlsx", "openpyxl"),
+    ".pdf": ("tender_pool.extract.pdf", "pypdf"),
+    ".rtf": ("tender_pool.extract.rtf", "striprtf.striprtf"),
+    ".html": ("tender_pool.extract.html",),
+    ".htm": ("tender_pool.extract.html",),
+    ".mht": ("tender_pool.extract.html",),
+    ".mhtml": ("tender_pool.extract.html",),
+    ".csv": ("tender_pool.extract.delimited",),
+    ".doc": ("tender_pool.extract.legacy", "olefile"),
+    ".dot": ("tender_pool.extract.legacy", "olefile"),
+    ".xls": ("tender_pool.extract.legacy", "olefile", "xlrd"),
+    ".xlt": ("tender_pool.extract.legacy", "olefile", "xlrd"),
+}
+JVM_EXTENSIONS = frozenset({".doc", ".dot", ".xls", ".xlt"})  # legacy OLE2 formats: POI in the warm JVM
+
+
+def preload(path: str) -> None:
+    for mod in PRELOAD_BY_EXTENSION.get(os.path.splitext(path)[1].lower(), ()):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass
+
+
+class ExtractionKind:
+    name = "parse_markdown"
+    JVM_RECYCLE_AFTER = 200
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.timeout = cfg.extract.timeout
+        self.jvm = None  # extract.jvm.WarmJvm, started on the first legacy document
+        self.jvm_docs = 0  # documents sent to the current JVM (counted here, in the slot)
+
+    def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected:
+        path = _input(job, self.cfg)
+        if isinstance(path, Rejected):
+            return path
+        if path is None:
+            return Rejected(JobError(ErrorKind.FILE_NOT_FOUND.value, "parse_markdown needs payload.file"))
+        preload(path)
+        jvm = self._warm_jvm() if os.path.splitext(path)[1].lower() in JVM_EXTENSIONS else None
+        out_dir, stem = self._files(job, attempt)
+        timeout, heap = self.timeout, self.cfg.extract.jvm_heap
+        return Launch(env={}, call=lambda: extraction_child(path, out_dir, stem, timeout, heap, jvm), file=path)
+
+    def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
+        if self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
+            self.jvm.kill()  # it may be mid-document: never hand it to the next job
+        return handlers.outcome_of(res, self.timeout, success=_job_output)
+
+    def _warm_jvm(self):
+        """The slot's warm JVM, recycled every JVM_RECYCLE_AFTER documents."""
+        from tender_pool.extract.jvm import WarmJvm
+
+        if self.jvm is None:
+            kw: dict = dict(heap=self.cfg.extract.jvm_heap, kill_grace=self.cfg.pool.kill_grace)
+            if "kill_group" in inspect.signature(WarmJvm).parameters:
+                kw["kill_group"] = runner.kill_group  # the one owner of process-group signals
+            self.jvm = WarmJvm(**kw)
+        if self.jvm_docs >= self.JVM_RECYCLE_AFTER:
+            self.jvm.kill()
+            self.jvm_docs = 0
+        self.jvm_docs += 1
+        self.jvm.ensure_started()
+        return self.jvm
+
+    def _files(self, job: JobRecord, attempt: int) -> tuple[str, str]:
+        return os.path.join(self.cfg.pool.results_dir, job.id), f"attempt-{attempt}"
+
+    def keep(self) -> set[int]:
+        pid = self.jvm.pid if self.jvm is not None else None
+        return {pid} if pid else set()
+
+    def groups(self) -> list[int]:
+        return sorted(self.keep())
+
+    def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
+        """A fenced attempt's files are deleted, never published (README, "Never twice at once")."""
+        out_dir, stem = self._files(job, attempt)
+        for ext in (".md", ".json"):
+            try:
+                os.unlink(os.path.join(out_dir, stem + ext))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        if self.jvm is not None:
+            self.jvm.close()
+            self.jvm = None
+
+
+def _job_output(value: dict) -> dict:
+    """parse_markdown stores the child's ``JobOutput`` object itself as the result (CONTRACT)."""
+    return value
+
+
+def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: str, jvm) -> int:
+    """Runs in the job's forked child: extract, write the files, speak the handler protocol on stdout
+    (exit 0 + the ``JobOutput`` object, or exit 3 + {"error": …}), so one code path reads both kinds."""
+    import sys
+
+    from tender_pool.extract.errors import ExtractError
+    from tender_pool.extract.runner import run_job
+
+    try:
+        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm)
+    except ExtractError as e:
+        sys.stdout.buffer.write(_enc.encode(e.to_dict()))
+        return 3
+    sys.stdout.buffer.write(_enc.encode(out))
+    return 0
+
+
+def build(cfg: Config, base_env: dict[str, str]) -> dict[str, Kind]:
+    """Every kind this slot can run, by name: parse_markdown and the configured command handlers."""
+    out: dict[str, Kind] = {"parse_markdown": ExtractionKind(cfg)}
+    for name, h in cfg.handlers.items():
+        out[name] = CommandKind(name, list(h.command), h.timeout, cfg, base_env)
+    return out
