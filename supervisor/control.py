@@ -1,8 +1,8 @@
 """Live changes: the control requests on the status socket, and what a config reload may change.
 
-Control frames (``scale``, ``drain``) travel on the status socket (status_server's framing) with the
-read protocol's ``version`` and their own ``control`` version, so read-only clients and control
-clients evolve apart: ``{"version": 1, "op": "scale", "control": 1, "workers": 3}``. A request
+Control frames (``scale``, ``drain``) travel on the status socket (``status_protocol``'s framing)
+with the read protocol's ``version`` and their own ``control`` version, so read-only clients and
+control clients evolve apart: ``{"version": 1, "op": "scale", "control": 1, "workers": 3}``. A request
 without ``control`` is a read request; ``drain`` without it is refused as an unknown read.
 
 Who may send them: whoever can ``connect()`` to the socket, i.e. its owner and group (mode 0660,
@@ -93,13 +93,11 @@ def _flatten(cfg: Config) -> dict[str, Any]:
 
 
 class Change(msgspec.Struct):
+    """A reload's changed keys, by how they apply (see the module docstring)."""
+
     live: list[str]
     slots: list[str]
     restart: list[str]
-
-    @property
-    def empty(self) -> bool:
-        return not (self.live or self.slots or self.restart)
 
 
 def classify(old: Config, new: Config) -> Change:

@@ -1,23 +1,27 @@
 """Prometheus metrics, aggregated in the supervisor and served on ``[metrics] listen`` ("" disables).
 
-Why aggregation in the supervisor and not prometheus_client's multiprocess mode (research lesson 22):
-slots already send every attempt's end to the supervisor over their pipe (``types.Finished``, with
-duration, queue wait and extraction figures), so the counts live in the one process that outlives
-the slots. That survives a slot's SIGKILL (multiprocess mode only marks processes dead on a clean
-exit; Dramatiq), needs no shared ``/tmp`` directory between instances or restarts (Dramatiq PR#627)
-and cannot be corrupted by PID reuse (client_python#654). It also keeps a single listener on loopback
-in the supervisor instead of one forked server per process. The price: counts restart at zero with
-the daemon, which Prometheus' ``rate()`` handles as a counter reset.
+Why aggregation in the supervisor and not prometheus_client's multiprocess mode: slots already send
+every attempt's end to the supervisor over their pipe (``types.Finished``, with duration, queue wait
+and extraction figures), so the counts live in the one process that outlives the slots. That
+survives a slot's SIGKILL (multiprocess mode only marks processes dead on a clean exit; Dramatiq),
+needs no shared ``/tmp`` directory between instances or restarts (Dramatiq PR#627) and cannot be
+corrupted by PID reuse (client_python#654). It also keeps a single listener on loopback in the
+supervisor instead of one forked server per process. The price: counts restart at zero with the
+daemon, which Prometheus' ``rate()`` handles as a counter reset.
+
+One classification: an attempt's end is counted by ``types.tally``, the same function the
+supervisor's counters (and so ``status``) use; the labels here are read from the same ``Finished``
+(``outcome`` as ``types.AttemptEnd``, ``park_reason`` for deferrals), so /metrics and ``status``
+cannot disagree.
 
 Gauges of the queue (depth, processing, deferred, delayed, dead-letter, failed) are read from Redis
-at scrape time by ``PoolCollector`` through the status server's ``QueueProbe`` (0.5 s timeout, under
-``fork_lock``: the HTTP server's threads never hold a Redis call across a fork). A scrape during a
-Redis outage still answers, with ``tender_pool_redis_up 0`` and without those gauges.
+at scrape time by ``PoolCollector`` through a ``status_probe.QueueProbe`` (its own client, 0.5 s
+timeout; the HTTP server's threads share no lock with the main loop). A scrape during a Redis outage
+still answers, with ``tender_pool_redis_up 0`` and without those gauges.
 
 Extraction: ``tender_pool_extract_pages_total`` and ``tender_pool_extract_input_bytes_total`` count
-what ``Finished.pages`` / ``Finished.input_bytes`` carry. The parse_markdown wiring fills them by
-calling ``self.busy.note_extraction(pages, input_bytes, fmt)`` in the slot (``slots/busy.py``); without
-that call a completed parse_markdown result's ``pages`` and the input file's size are used.
+what ``Finished.pages`` / ``Finished.input_bytes`` carry (the slot fills them from a completed
+parse_markdown result and the input file's size).
 
 Fork safety: the registry and the HTTP server live in the supervisor only; slots never touch them
 (they build nothing of this after the fork), and the listening socket is closed in forked children.
@@ -25,7 +29,6 @@ Fork safety: the registry and the HTTP server live in the supervisor only; slots
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Iterable
 
 import redis
@@ -33,11 +36,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .status_server import QueueProbe, close_after_fork
-from .types import Finished, SlotState
+from .status_probe import QueueProbe
+from .status_server import close_after_fork
+from .types import AttemptEnd, Finished, SlotState, tally
 
 P = "tender_pool_"
-TERMINAL_OUTCOMES = ("completed", "failed", "cancelled", "dead", "skipped")
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200)
 WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -83,19 +86,21 @@ class PoolMetrics:
 
     def on_finished(self, rep: Finished) -> None:
         kind = rep.kind or "?"
-        self.attempts.labels(kind, rep.outcome).inc()
-        if rep.outcome in TERMINAL_OUTCOMES:
-            self.finished.labels(kind, rep.outcome).inc()
-        elif rep.outcome == "retried":
+        end = AttemptEnd(rep.outcome)
+        counted = tally(rep)
+        self.attempts.labels(kind, end.value).inc()
+        if end.terminal:
+            self.finished.labels(kind, end.value).inc()
+        if counted.retried:
             self.retries.labels(kind).inc()
-        elif rep.outcome == "parked":
-            self.deferrals.labels(rep.error_kind or "user").inc()
-        if rep.outcome not in ("parked", "dead") and rep.duration_s > 0:
+        if counted.deferred:
+            self.deferrals.labels(rep.park_reason or "user").inc()
+        if counted.timed_out:
+            self.timeouts.labels(kind).inc()
+        if end not in (AttemptEnd.PARKED, AttemptEnd.DEAD) and rep.duration_s > 0:
             self.duration.labels(kind).observe(rep.duration_s)
         if rep.queue_wait_s is not None:
             self.queue_wait.labels(kind).observe(rep.queue_wait_s)
-        if rep.error_kind == "timeout" and rep.outcome != "parked":
-            self.timeouts.labels(kind).inc()
         for sig in rep.killed:
             self.kills.labels(sig).inc()
         if rep.pages or rep.input_bytes:
@@ -134,21 +139,24 @@ class PoolMetrics:
 
 
 class PoolCollector(Collector):
-    """Scrape-time metrics: the slot table, cumulative supervisor counters, and Redis gauges."""
+    """Scrape-time metrics: the slot table, cumulative supervisor counters, and Redis gauges.
+    ``slots`` is a zero-arg callable returning the slot objects; ``redis_errors`` returns the status
+    builder's count of failed Redis reads."""
 
-    def __init__(self, metrics: PoolMetrics, slots: list, counters: Any, probe: QueueProbe,
-                 housekeeper: Callable[[], Any], fork_lock: threading.Lock, status_errors: Callable[[], int]):
+    def __init__(self, metrics: PoolMetrics, slots: Callable[[], list], counters: Any, probe: QueueProbe,
+                 housekeeper: Callable[[], Any], redis_errors: Callable[[], int], *legacy: Any):
+        if legacy and hasattr(redis_errors, "acquire"):  # TRANSITIONAL: the old call passed fork_lock here
+            redis_errors = legacy[0]
         self.m = metrics
-        self.slots = slots
+        self.slots: Callable[[], list] = slots if callable(slots) else (lambda: slots)  # TRANSITIONAL: a list
         self.counters = counters
         self.probe = probe
         self.housekeeper = housekeeper
-        self.fork_lock = fork_lock
-        self.status_errors = status_errors
+        self.redis_errors = redis_errors
 
     def collect(self) -> Iterable[Metric]:
         by_state = GaugeMetricFamily(P + "slots", "Slots by state.", labels=["state"])
-        states = [s.state.value for s in list(self.slots)]
+        states = [s.state.value for s in list(self.slots())]
         for st in SlotState:
             by_state.add_metric([st.value], states.count(st.value))
         yield by_state
@@ -161,18 +169,15 @@ class PoolCollector(Collector):
                                   "list (supervisor and reaper).",
                                   value=self.counters.reclaimed + (house.reclaimed if house is not None else 0))
         stats, up = None, 0
-        if self.fork_lock.acquire(timeout=1.0):
-            try:
-                stats, up = self.probe.read(), 1
-            except redis.RedisError:
-                self.m.redis_error("metrics")
-            finally:
-                self.fork_lock.release()
+        try:
+            stats, up = self.probe.read(), 1
+        except redis.RedisError:
+            self.m.redis_error("metrics")
         errors = CounterMetricFamily(P + "redis_errors", "Redis commands that failed, by component.",
                                      labels=["component"])
         counts = dict(self.m.redis_errors)
         counts["housekeeper"] = getattr(house, "redis_errors", 0) if house is not None else 0
-        counts["status"] = self.status_errors()
+        counts["status"] = self.redis_errors()
         for comp, n in sorted(counts.items()):
             errors.add_metric([comp], n)
         yield errors

@@ -76,8 +76,9 @@ def format_status(st: dict) -> str:
         f"● tender-pool {st.get('host_id') or ''} — {health}  (pid {_v(st.get('pid'))}, up {_secs(st.get('uptime_s'))})",
         f"  slots    {st['configured']} configured, {st['online']} online, {st['busy']} busy, {st['idle']} idle, "
         f"{st['offline']} offline",
-        f"  queue    depth {_v(st['queue_depth'])}, waiting ~{_v(st['waiting'])} (estimate: depth − busy), "
-        f"deferred {_v(st['deferred'])}, dead-letter {_v(st['dead_letter'])}, failed {_v(st['failed'])}",
+        f"  queue    depth {_v(st['queue_depth'])} (queued {_v(st.get('queued'))}, running {_v(st.get('running'))}, "
+        f"delayed {_v(st.get('delayed'))}, deferred {_v(st['deferred'])}), waiting ~{_v(st['waiting'])} "
+        f"(estimate: depth − busy), dead-letter {_v(st['dead_letter'])}, failed {_v(st['failed'])}",
         f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}",
     ]
     c = st.get("counters") or {}
@@ -85,6 +86,8 @@ def format_status(st: dict) -> str:
         lines.append("  since start  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c.items()))
     for p in st.get("problems") or []:
         lines.append(f"  ! {p}")
+    for w in st.get("warnings") or []:
+        lines.append(f"  warning: {w}")
     lines.append("")
     lines += _table(SLOT_HEADER, [_slot_cells(s) for s in st.get("slots") or []])
     return "\n".join(lines)
@@ -95,12 +98,14 @@ def format_redis_view(v: dict) -> str:
     if v.get("error"):
         return f"● tender-pool (Redis view): {v['error']}"
     q = v.get("queue") or {}
+    queued = q.get("ready_hi", 0) + q.get("ready_lo", 0)
     deferred = q.get("deferred_user", 0) + q.get("deferred_dependency", 0)
     lines = [
         "● tender-pool — Redis view (what the hosts' heartbeats say; no local daemon asked)",
-        f"  queue    depth {_v(v.get('queue_depth'))}, waiting ~{_v(v.get('waiting'))} (estimate: depth − busy), "
-        f"deferred {deferred}, dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}, "
-        f"processing {q.get('processing', 0)}",
+        f"  queue    depth {_v(v.get('queue_depth'))} (queued {queued}, running {q.get('processing', 0)}, "
+        f"delayed {q.get('delayed', 0)}, deferred {deferred}), waiting ~{_v(v.get('waiting'))} "
+        f"(estimate: depth − busy), dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}",
+        *(f"  warning: {w}" for w in v.get("warnings") or []),
     ]
     busy = {b["worker"]: b for b in v.get("busy") or []}
     if not v.get("hosts"):
@@ -117,7 +122,7 @@ def format_redis_view(v: dict) -> str:
         lines += ["  " + line for line in _table(SLOT_HEADER, rows)]
     if busy:
         lines.append("")
-        lines.append("busy states without a live host table:")
+        lines.append("busy states of live hosts without a slot table yet:")
         for b in busy.values():
             lines.append(f"  {b['worker']}  {b['kind']}  job {b['job_id']}  user {b['user']}  file {_v(b['file'])}")
     return "\n".join(lines)

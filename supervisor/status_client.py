@@ -1,21 +1,27 @@
 """Client side of the status socket, and the Redis-only view for ``status --redis``.
 
-Every failure names the socket it tried and why (circus#1021's bare "Timed out" is what not to do).
+Every failure names the socket it tried and why (a bare "Timed out" tells an operator nothing).
+
+The Redis view judges every host by its ``host:<host>`` key, the same evidence the reaper uses: a
+slot table or a busy state is shown only while its host's supervisor heartbeats with the incarnation
+that wrote it. So a killed host drops out within 3 heartbeats, busy states included (they would
+otherwise live until their own TTL, the longest job timeout + 2 minutes), and a cleanly stopped
+host at once (it deletes its table at exit: ``status_builder.clear_host``).
 """
 
 from __future__ import annotations
 
 import socket
-import time
 
 import msgspec
 import redis
 
 from .config import Config
 from .control import CONTROL_VERSION, ControlReply, Request
-from .keys import Keys
-from .status_server import REPLY_CAP, ProtocolError, QueueProbe, read_frame, write_frame
-from .types import STATUS_PROTOCOL, BusyState, HostSlots, QueueStats, StatusReply, StatusRequest
+from .keys import Keys, Owner
+from .status_probe import QueueProbe, QueueStats, redis_warnings
+from .status_protocol import REPLY_CAP, HostSlots, ProtocolError, StatusReply, StatusRequest, read_frame, write_frame
+from .types import STATUS_PROTOCOL, BusyState
 
 
 class StatusUnavailable(Exception):
@@ -57,6 +63,8 @@ def _roundtrip(path: str, frame: StatusRequest | Request, timeout: float) -> byt
             raise StatusUnavailable(path, "connection refused (stale socket)") from None
         except PermissionError:
             raise StatusUnavailable(path, "permission denied (not the daemon's user or in the socket's group)") from None
+        except socket.timeout:
+            raise StatusUnavailable(path, f"connect timed out after {timeout:g} s (daemon overloaded?)") from None
         except OSError as e:
             raise StatusUnavailable(path, e.strerror or str(e)) from None
         try:
@@ -72,8 +80,9 @@ def _roundtrip(path: str, frame: StatusRequest | Request, timeout: float) -> byt
 
 
 class RedisView(msgspec.Struct):
-    """``status --redis --json``: every host's slot table from its heartbeat, the busy states slots
-    wrote themselves, and the queue figures."""
+    """``status --redis --json``: every live host's slot table from its heartbeat, the busy states
+    of live hosts' slots, and the queue figures (``queue_depth`` and ``waiting`` as in ``status``;
+    ``queue`` has the precise parts). ``busy`` counts only live hosts' entries."""
 
     version: int
     redis_ok: bool
@@ -82,36 +91,53 @@ class RedisView(msgspec.Struct):
     waiting: int | None
     hosts: list[HostSlots]
     busy: list[BusyState]
+    warnings: list[str] = []
     error: str | None = None
 
 
+def host_of_worker(worker_id: str) -> str:
+    """Worker ids are ``<host_id>-slot<N>`` (config.py)."""
+    return worker_id.rpartition("-slot")[0]
+
+
 def redis_view(cfg: Config) -> RedisView:
-    """What Redis alone knows (another host, or the daemon down). Slot tables expire 3 heartbeats
-    after their supervisor stopped writing them, so a dead host drops out of this view by itself."""
+    """What Redis alone knows (another host, or the daemon down)."""
     probe = QueueProbe.for_config(cfg, timeout=cfg.redis.socket_timeout)
-    k: Keys = probe.k
+    r, k = probe.r, probe.k
     try:
         stats = probe.read()
-        hosts, busy = [], []
-        for key in sorted(probe.r.scan_iter(match=k.host_slots_pattern, count=500)):
-            raw = probe.r.get(key)
-            if raw:
-                try:
-                    hosts.append(msgspec.json.decode(raw, type=HostSlots))
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    continue
-        for key in sorted(probe.r.scan_iter(match=k.busy_pattern, count=500)):
-            raw = probe.r.get(key)
-            if raw:
-                try:
-                    busy.append(msgspec.json.decode(raw, type=BusyState))
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    continue
+        tables = _decode_all(r, sorted(r.scan_iter(match=k.host_slots_pattern, count=500)), HostSlots)
+        states = _decode_all(r, sorted(r.scan_iter(match=k.busy_pattern, count=500)), BusyState)
+        names = sorted({t.host_id for t in tables} | {host_of_worker(b.worker) for b in states})
+        holders = dict(zip(names, r.mget([k.host(n) for n in names]) if names else []))
+        warnings = redis_warnings(r)
     except redis.RedisError as e:
         return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {cfg.redis.url}: {e}")
-    n_busy = len(busy)
-    return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - n_busy), hosts, busy)
+    hosts, busy = live_hosts(tables, states, holders)
+    return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+def _decode_all(r: redis.Redis, keys: list[bytes], typ: type) -> list:
+    out = []
+    for raw in r.mget(keys) if keys else []:
+        if raw:
+            try:
+                out.append(msgspec.json.decode(raw, type=typ))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+    return out
+
+
+def live_hosts(tables: list[HostSlots], states: list[BusyState],
+               holders: dict[str, bytes | None]) -> tuple[list[HostSlots], list[BusyState]]:
+    """The tables whose host key names their incarnation, and the busy states of those hosts'
+    slots (a state whose slot the live table shows with another pid is a previous incarnation's)."""
+    def incarnation(host: str) -> str | None:
+        raw = holders.get(host)
+        return Owner.of_holder(host, raw.decode("utf-8", "replace")).incarnation if raw else None
+
+    hosts = [t for t in tables if incarnation(t.host_id) == t.incarnation]
+    pids = {row.id: row.pid for t in hosts for row in t.slots}
+    busy = [b for b in states if incarnation(host_of_worker(b.worker)) is not None
+            and pids.get(b.worker, b.pid) == b.pid]
+    return hosts, busy

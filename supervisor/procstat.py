@@ -1,0 +1,72 @@
+"""CPU and memory of the slots and their jobs' process trees, from /proc (psutil), for ``status``.
+
+Sampled about once a second from the status thread (``ProcSampler.sample``), so a request gets a
+one-second CPU figure without sleeping. Reads only; never signals anything.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+
+
+def process_kind(name: str) -> str:
+    """python / java / the process name: what an operator needs to know about a CPU hog."""
+    n = name.lower()
+    if "java" in n:
+        return "java"
+    if n.startswith("python") or n.startswith("pypy"):
+        return "python"
+    return name
+
+
+class ProcSampler:
+    """CPU% (since the previous sample, psutil's ``cpu_percent(None)``) and RSS of the given roots and
+    their descendants. Thread-safe: the status thread samples, the housekeeper's slot-table write
+    reads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._procs: dict[int, psutil.Process] = {}
+        self.stats: dict[int, tuple[float, int, str]] = {}  # pid → (cpu %, rss, name)
+        self.trees: dict[int, list[int]] = {}  # root pid → pids of root + descendants
+
+    def sample(self, roots: list[int]) -> None:
+        with self.lock:
+            seen: dict[int, psutil.Process] = {}
+            stats: dict[int, tuple[float, int, str]] = {}
+            trees: dict[int, list[int]] = {}
+            for root in roots:
+                try:
+                    rp = self._procs.get(root) or psutil.Process(root)
+                    members = [rp, *rp.children(recursive=True)]
+                except psutil.Error:
+                    continue
+                pids = []
+                for proc in members:
+                    proc = self._procs.get(proc.pid, proc)  # the same object keeps its CPU baseline
+                    try:
+                        with proc.oneshot():
+                            stats[proc.pid] = (proc.cpu_percent(None), proc.memory_info().rss, proc.name())
+                    except psutil.Error:
+                        continue
+                    seen[proc.pid] = proc
+                    pids.append(proc.pid)
+                trees[root] = pids
+            self._procs, self.stats, self.trees = seen, stats, trees
+
+    def usage(self, pid: int | None) -> tuple[float | None, int | None]:
+        s = self.stats.get(pid or -1)
+        return (round(s[0], 1), s[1]) if s else (None, None)
+
+    def tree_usage(self, root: int | None) -> tuple[float | None, int | None, str | None]:
+        pids = self.trees.get(root or -1)
+        if not pids:
+            return None, None, None
+        stats = self.stats
+        rows = [stats[p] for p in pids if p in stats]
+        if not rows:
+            return None, None, None
+        heavy = max(rows, key=lambda r: (r[0], r[1]))
+        return round(sum(r[0] for r in rows), 1), sum(r[1] for r in rows), process_kind(heavy[2])

@@ -1,0 +1,165 @@
+"""The status socket's protocol: frames, and the Structs they carry. Used by both ends (the server
+thread in ``status_server`` and the CLI's ``status_client``), so neither imports the other.
+
+A frame is a 4-byte big-endian length and a msgspec JSON body (gunicorn ctl's shape). Requests are
+capped at ``REQUEST_CAP`` and replies at ``REPLY_CAP``; a peer that announces more is cut off
+before anything is allocated. One request per connection: a read (``{"version": 1, "op":
+"status"}``) or a control request (``control.Request`` with ``"control": 1``), then the reply.
+
+``StatusView`` is ``status --json``: CONTRACT.md's fields first, then ours. ``HostSlots`` is the
+same table as a Redis value (``slots:<host>``) for ``status --redis``.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+import msgspec
+
+from .types import STATUS_PROTOCOL, CountersView
+
+REQUEST_CAP = 64 * 1024
+REPLY_CAP = 16 * 1024 * 1024
+HEADER = struct.Struct("!I")
+
+
+class ProtocolError(Exception):
+    """A frame that is too large, truncated, or not the JSON we expect."""
+
+
+def encode_frame(obj: Any) -> bytes:
+    body = msgspec.json.encode(obj)
+    return HEADER.pack(len(body)) + body
+
+
+def write_frame(sock: socket.socket, obj: Any) -> None:
+    sock.sendall(encode_frame(obj))
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 65536))
+        if not chunk:
+            raise ProtocolError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def read_frame(sock: socket.socket, cap: int) -> bytes:
+    """One frame's body from a blocking socket (the client's side)."""
+    (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size))
+    if n > cap:
+        raise ProtocolError(f"frame of {n} bytes exceeds the {cap}-byte cap")
+    return _recv_exact(sock, n)
+
+
+class FrameBuffer:
+    """Incremental reader for a non-blocking socket (the server's side): ``feed`` the bytes as they
+    arrive; ``body`` is set once the whole frame is in. Raises ProtocolError past ``cap``."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.buf = bytearray()
+        self.need: int | None = None
+        self.body: bytes | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.buf += data
+        if self.need is None and len(self.buf) >= HEADER.size:
+            (self.need,) = HEADER.unpack(self.buf[: HEADER.size])
+            if self.need > self.cap:
+                raise ProtocolError(f"frame of {self.need} bytes exceeds the {self.cap}-byte cap")
+        if self.need is not None and len(self.buf) >= HEADER.size + self.need:
+            if len(self.buf) > HEADER.size + self.need:
+                raise ProtocolError("bytes after the request frame (one request per connection)")
+            self.body = bytes(self.buf[HEADER.size :])
+
+
+# --- what the frames carry --------------------------------------------------------------------------
+
+
+class StatusRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A read request. Only one exists: ``op`` = "status"."""
+
+    version: int
+    op: str
+
+
+class SlotRow(msgspec.Struct):
+    """One row of ``status``: CONTRACT.md's slot fields, in its order."""
+
+    id: str
+    pid: int | None
+    state: str
+    kind: str | None = None
+    job_id: str | None = None
+    user: str | None = None
+    file: str | None = None
+    started_at: str | None = None
+    elapsed_s: float | None = None
+    heartbeat_age_s: float | None = None
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    tree_cpu_percent: float | None = None
+    tree_rss_bytes: int | None = None
+    heaviest: str | None = None
+
+
+class StatusView(msgspec.Struct, kw_only=True):
+    """``status --json``. ``queue_depth`` is every unfinished job (queued, waiting and running: the old
+    pool's meaning), ``waiting`` = depth − busy (an estimate, as it always was); the precise figures
+    stand beside them: ``queued`` (ready to claim), ``running`` (claimed, all hosts), ``delayed``
+    (retry backoff), ``deferred`` (parked behind a user's lock or a dependency). Queue figures are
+    null when Redis is down; ``error`` is set (and the counts null) when no daemon answered.
+    ``warnings`` (Redis persistence off, an evicting policy) leave the exit code alone; ``problems``
+    make it 1."""
+
+    version: int = STATUS_PROTOCOL
+    configured: int
+    online: int | None = None
+    busy: int | None = None
+    idle: int | None = None
+    offline: int | None = None
+    queue_depth: int | None = None
+    waiting: int | None = None
+    queued: int | None = None
+    running: int | None = None
+    delayed: int | None = None
+    deferred: int | None = None
+    dead_letter: int | None = None
+    failed: int | None = None
+    redis_ok: bool | None = None
+    counters: CountersView | None = None
+    slots: list[SlotRow] = []
+    host_id: str | None = None
+    pid: int | None = None
+    uptime_s: float | None = None
+    draining: bool = False
+    problems: list[str] = []
+    warnings: list[str] = []
+    error: str | None = None
+
+    @classmethod
+    def unreachable(cls, configured: int, host_id: str | None, error: str) -> "StatusView":
+        """What ``status --json`` prints when no daemon answers: still the whole shape."""
+        return cls(configured=configured, host_id=host_id, error=error)
+
+
+class StatusReply(msgspec.Struct):
+    version: int
+    ok: bool
+    status: StatusView | None = None
+    error: str | None = None
+
+
+class HostSlots(msgspec.Struct):
+    """``slots:<host>`` in Redis, refreshed with the host heartbeat: what ``status --redis`` shows."""
+
+    host_id: str
+    incarnation: str
+    pid: int
+    at_ms: int
+    slots: list[SlotRow]
