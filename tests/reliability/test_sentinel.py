@@ -1,0 +1,208 @@
+"""Issue 9, items 1 and 2 (the connection's part): a ``redis+sentinel://`` URL reaches the primary,
+follows a switch within a second, and a write acknowledged with ``replicas`` survives a failover.
+
+Every test runs a real primary, replicas and three Sentinels (tests/support/sentinel.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from conftest import wait_until
+
+from tender_pool.slots.connection import FastLane, NotReplicated, PrimaryMoved, connect, wait_replicated
+
+APPEND = "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])"
+
+
+def port_of(lane: FastLane) -> int:
+    return int(lane.call("CONFIG", "GET", "port")[b"port"])
+
+
+class Writer:
+    """A thread appending 0, 1, 2, … to a list through a FastLane with ``replicas``, as fast as it
+    can; remembers which appends were acknowledged, which refused, and which server answered when."""
+
+    def __init__(self, url: str, replicas: int):
+        self.lane = FastLane(connect(url, 3))
+        self.replicas = replicas
+        self.acked: list[int] = []
+        self.refused: list[int] = []  # NotReplicated
+        self.errors: list[str] = []
+        self.ports: list[tuple[float, int]] = []  # (monotonic time sent, port that answered)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Writer":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._t.join(10)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            try:
+                self.lane.script(APPEND, ["log"], [i], replicas=self.replicas, timeout_ms=300)
+                self.acked.append(i)
+            except NotReplicated:  # it reached a primary, which could not get it replicated
+                self.refused.append(i)
+            except redis.RedisError as e:
+                self.errors.append(repr(e))
+                time.sleep(0.01)
+                i += 1
+                continue
+            self.ports.append((sent, int(self.lane.conn.port)))  # when sent, and to which server
+            i += 1
+
+    def first_on(self, port: int) -> float:
+        return next(t for t, p in self.ports if p == port)
+
+
+class Poller(Writer):
+    """A thread asking a redis-py client which server answers it, every 10 ms."""
+
+    def __init__(self, client: redis.Redis):
+        self.client = client
+        self.ports = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            try:
+                self.ports.append((sent, int(self.client.config_get("port")["port"])))
+            except redis.RedisError:
+                pass
+            time.sleep(0.01)
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_on_a_sentinel_url_runs_jobs(sh, sentinels):
+    # Given a daemon whose only Redis address is the Sentinel URL (before: its slots' FastLane
+    # connected lazily to localhost:6379 and no job ever ran)
+    sh.daemon(workers=2)
+    # When jobs are submitted through the same URL
+    jids = [sh.submit("noop", user=f"u{i}") for i in range(4)]
+    # Then they run, and their records are on the primary the Sentinels name
+    for jid in jids:
+        sh.wait_state(jid, timeout=20)
+    direct = sentinels.nodes[sentinels.primary_port()].client()
+    assert all(direct.exists(f"{sh.prefix}:{{tender_parse}}:job:{jid}") for jid in jids)
+
+
+@pytest.mark.timeout(60)
+def test_planned_failover_lane_and_client_follow_within_a_second_and_acked_writes_survive(sentinels):
+    # Given a writer acknowledging each append only once 1 replica has it, and a redis-py client
+    # polling which server answers it
+    client = connect(sentinels.url, 3)
+    with Writer(sentinels.url, replicas=1) as w, Poller(client) as poll:
+        wait_until(lambda: len(w.acked) > 50, 10, what="writes before the failover")
+        # When the Sentinels are asked for a planned failover
+        old, new = sentinels.failover()
+        switched = sentinels.switch_time(new)
+        wait_until(lambda: any(p == new for _, p in w.ports), 5, what="a write on the new primary")
+        wait_until(lambda: int(client.config_get("port")["port"]) == new, 5, what="the client on the new primary")
+        time.sleep(0.3)
+    # Then the lane reached the new primary within a second of +switch-master, and counted the switch
+    lag = w.first_on(new) - switched
+    print(f"lane on the new primary {lag:.3f} s after +switch-master")
+    assert lag < 1.0, lag
+    assert w.lane.switches == 1
+    client_lag = poll.first_on(new) - switched
+    print(f"client on the new primary {client_lag:.3f} s after +switch-master")
+    assert client_lag < 1.0, client_lag
+    # And every acknowledged append is on the new primary (the old one's unreplicated writes were
+    # refused with NotReplicated, never acknowledged)
+    on_new = {int(x) for x in sentinels.nodes[new].client().lrange("log", 0, -1)}
+    lost = [i for i in w.acked if i not in on_new]
+    print(f"acknowledged {len(w.acked)}, refused {len(w.refused)}, errors {len(w.errors)}, lost {len(lost)}")
+    assert not lost, f"acknowledged but lost: {lost[:20]}"
+
+
+@pytest.mark.timeout(60)
+def test_killed_primary_lane_follows_within_a_second_and_acked_writes_survive(make_sentinels):
+    # Given a primary with two replicas (so WAIT 1 can still be met after one is promoted)
+    sentinels = make_sentinels(replicas=2)
+    with Writer(sentinels.url, replicas=1) as w:
+        wait_until(lambda: len(w.acked) > 50, 10, what="writes before the kill")
+        # When the primary is SIGKILLed and a replica promoted
+        old, new = sentinels.kill_primary()
+        switched = sentinels.switch_time(new)
+        wait_until(lambda: any(p == new for _, p in w.ports), 5, what="a write on the new primary")
+        time.sleep(0.3)
+    lag = w.first_on(new) - switched
+    print(f"lane on the new primary {lag:.3f} s after +switch-master; errors {len(w.errors)}")
+    # Then writes flow again within a second of the switch, and nothing acknowledged is lost
+    assert lag < 1.0, lag
+    on_new = {int(x) for x in sentinels.nodes[new].client().lrange("log", 0, -1)}
+    assert not [i for i in w.acked if i not in on_new]
+
+
+@pytest.mark.timeout(60)
+def test_a_lane_that_reaches_a_replica_retries_on_the_primary_at_once(sentinels):
+    # Given a lane whose cached view names the replica as primary (as after a demotion it has not
+    # yet seen: its writes get READONLY)
+    client = connect(sentinels.url, 3)
+    lane = FastLane(client)
+    primary = sentinels.primary_port()
+    replica = next(p for p in sentinels.nodes if p != primary)
+    manager = client.connection_pool.sentinel_manager
+    manager._cached, manager._at = ("127.0.0.1", replica), time.monotonic() + 3600
+    # When it writes
+    n = lane.script(APPEND, ["ro"], ["x"])
+    # Then the READONLY reply re-resolved the primary and the write ran there, once
+    assert n == 1 and port_of(lane) == primary
+    assert sentinels.nodes[primary].client().lrange("ro", 0, -1) == [b"x"]
+    # And a redis-py client in the same state sees PrimaryMoved (a ConnectionError: its retry
+    # reconnects), never a plain READONLY ResponseError
+    manager._cached, manager._at = ("127.0.0.1", replica), time.monotonic() + 3600
+    client.connection_pool.disconnect()
+    c = connect(sentinels.url, 3)
+    m2 = c.connection_pool.sentinel_manager
+    m2._cached, m2._at = ("127.0.0.1", replica), time.monotonic() + 3600
+    conn = c.connection_pool.get_connection()
+    conn.send_command("SET", "k", "v")
+    with pytest.raises(PrimaryMoved):
+        conn.read_response()
+    assert m2._cached is None  # the next use asks the Sentinels again
+
+
+@pytest.mark.timeout(30)
+def test_not_replicated_when_too_few_replicas_acknowledge(redis_server):
+    # Given a server with no replica at all
+    client = connect(redis_server.url, 3)
+    lane = FastLane(client)
+    # When a write asks for one replica's acknowledgement
+    t0 = time.monotonic()
+    with pytest.raises(NotReplicated) as e:
+        lane.script(APPEND, ["l"], ["a"], replicas=1, timeout_ms=200)
+    # Then it is refused after the timeout, carrying what the write returned on the primary
+    assert 0.15 < time.monotonic() - t0 < 2
+    assert (e.value.acked, e.value.wanted, e.value.result) == (0, 1, 1)
+    assert "0 of 1 replicas within 200 ms" in str(e.value)
+    # And the lane stays in step (both replies were read): the next call answers normally
+    assert lane.call("LLEN", "l") == 1
+    assert lane.script(APPEND, ["l"], ["b"]) == 2
+    # The redis-py path: the write and WAIT share one pipeline (one connection)
+    assert wait_replicated(client, 0, 200, lambda p: p.rpush("l", "c")) == [3]
+    with pytest.raises(NotReplicated) as e2:
+        wait_replicated(client, 1, 200, lambda p: p.rpush("l", "d"))
+    assert e2.value.result == [4]
+
+
+@pytest.mark.timeout(30)
+def test_wait_is_met_with_a_replica(sentinels):
+    client = connect(sentinels.url, 3)
+    lane = FastLane(client)
+    assert lane.script(APPEND, ["w"], ["a"], replicas=1, timeout_ms=2000) == 1
+    script = client.register_script(APPEND)
+    assert wait_replicated(client, 1, 2000, lambda p: script(keys=["w"], args=["b"], client=p)) == [2]
+
