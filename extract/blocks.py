@@ -156,13 +156,9 @@ class End(msgspec.Struct, tag_field="t", tag="end"):
 Block = Union[Para, TableBlock, Image, Sheet, Meta, Section, Failure, End]
 
 _decoder = msgspec.json.Decoder(Block)
-_encoder = msgspec.json.Encoder()
 
 
 def decode_line(line: bytes | str) -> Block:
     """Decode one line of the Java CLI's output; raises msgspec.ValidationError/DecodeError on junk."""
     return _decoder.decode(line)
 
-
-def encode_block(block: Block) -> bytes:
-    return _encoder.encode(block)

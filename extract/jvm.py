@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -30,6 +31,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import msgspec
 
@@ -70,6 +72,25 @@ def _java() -> str:
     return str(Path(home) / "bin" / "java") if home else "java"
 
 
+# Memory caps beside the heap (issue 13: four warm JVMs share an 8 GiB host with the platform's API). A C1-only
+# POI JVM compiles little and loads ~1,000 classes, so code cache and metaspace are bounded well below their
+# defaults (240 MiB / unlimited); one compiler thread; the heap starts small and SerialGC gives memory back
+# after the full collection the serve loop asks for once a large document is done (see Main.serve).
+MEMORY_FLAGS = [
+    "-Xms8m",
+    "-XX:MaxMetaspaceSize=96m",
+    "-XX:ReservedCodeCacheSize=32m",
+    "-XX:CICompilerCount=1",
+    "-XX:MinHeapFreeRatio=10",
+    "-XX:MaxHeapFreeRatio=25",
+    "-XX:MaxDirectMemorySize=16m",
+    "-XX:CompressedClassSpaceSize=64m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+]
+
+
 def java_command(heap: str = "512m", tmpdir: str | None = None, *, share: str = "auto") -> list[str]:
     """The JVM argv up to and including the jar; the mode and its arguments follow."""
     if not _HEAP_RE.match(heap):
@@ -84,9 +105,7 @@ def java_command(heap: str = "512m", tmpdir: str | None = None, *, share: str = 
         argv.append(f"-XX:SharedArchiveFile={archive}")
     argv += [
         f"-Xshare:{share}",
-        "-XX:TieredStopAtLevel=1",
-        "-XX:+UseSerialGC",
-        "-XX:-UsePerfData",
+        *MEMORY_FLAGS,
         f"-Xmx{heap}",
         "-XX:+ExitOnOutOfMemoryError",
         "-Xss4m",
@@ -117,7 +136,9 @@ def _group_alive(pgid: int) -> bool:
 
 
 def kill_group(pgid: int, grace: float = 3.0, proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM the group (SIGCONT too, so a stopped JVM can act on it), then SIGKILL after ``grace`` s."""
+    """SIGTERM the group (SIGCONT too, so a stopped JVM can act on it), then SIGKILL after ``grace`` s.
+    With ``proc`` (our own child) its exit is seen at once; without it a zombie leader counts as alive.
+    ``WarmJvm``'s default ``kill_group``; a daemon slot injects its runner's instead."""
     for sig in (signal.SIGTERM, signal.SIGCONT):
         try:
             os.killpg(pgid, sig)
@@ -214,8 +235,29 @@ def start_up(blocks: list[Block], spawned: float) -> float | None:
     return max(0.0, meta.started_at_ms / 1000.0 - spawned)
 
 
+def rss_of(pid: int | None) -> int | None:
+    """Resident set size of ``pid`` in bytes from /proc (None when it is gone)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE = resource.getpagesize()
+MAX_RSS = 192 << 20  # a warm JVM above this after a document is recycled (its heap may be up to jvm_heap)
+
+
 class WarmJvm:
-    """A lazily started ``serve`` JVM; see the module docstring for the one-client-at-a-time rule."""
+    """A lazily started ``serve`` JVM; see the module docstring for the one-client-at-a-time rule.
+
+    ``kill_group(pgid, grace)`` is what stops the JVM's process group (TERM, ``grace`` s, KILL); it defaults to
+    this module's own and a daemon slot passes its runner's, the one owner of group signals there. After each
+    document the JVM is recycled when its RSS passed ``max_rss`` bytes (None: never), so one large workbook
+    does not leave a slot holding its peak.
+    """
 
     def __init__(
         self,
@@ -224,6 +266,8 @@ class WarmJvm:
         recycle_after: int = 200,
         idle_timeout: float = 300.0,
         kill_grace: float = 3.0,
+        kill_group: Callable[[int, float], None] | None = None,
+        max_rss: int | None = MAX_RSS,
     ):
         if recycle_after < 1:
             raise ValueError("recycle_after must be >= 1")
@@ -231,11 +275,13 @@ class WarmJvm:
         self.recycle_after = recycle_after
         self.idle_timeout = idle_timeout
         self.kill_grace = kill_grace
+        self.max_rss = max_rss
+        self._kill_group = kill_group
         self._proc: subprocess.Popen | None = None
         self._owner = 0  # pid of the process that started the JVM (a forked child cannot wait() for it)
         self._tmpdir: str | None = None
         self._buf = b""
-        self._served = 0
+        self._docs = 0  # documents since start, for recycle_after
         self._last_used = 0.0
         self._spawned: float | None = None
         # JVM start-up paid by the last extract() (None when it ran on an already warm JVM)
@@ -273,7 +319,7 @@ class WarmJvm:
         )
         self._owner = os.getpid()
         self._buf = b""
-        self._served = 0
+        self._docs = 0
         self._last_used = time.monotonic()
         self._spawned = time.time()
 
@@ -291,7 +337,18 @@ class WarmJvm:
                 if os.getpid() == self._owner and proc.poll() is not None:
                     break
                 time.sleep(0.01)
-            kill_group(proc.pid, self.kill_grace, proc if os.getpid() == self._owner else None)
+            owner = os.getpid() == self._owner
+            if self._kill_group is None:
+                kill_group(proc.pid, self.kill_grace, proc if owner else None)
+            else:
+                if owner:
+                    proc.poll()  # reap an exited leader first, or the injected probe sees its zombie alive
+                self._kill_group(proc.pid, self.kill_grace)
+                if owner:
+                    try:
+                        proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
             proc.stdout.close()
         if getattr(self, "_stderr", None) is not None:
             self._stderr.close()
@@ -312,9 +369,9 @@ class WarmJvm:
         assert self._proc is not None
         return self._proc.pid
 
-    @property
-    def served(self) -> int:
-        return self._served
+    def rss_bytes(self) -> int | None:
+        """The JVM's resident set size in bytes (from /proc), None when none runs; for status and metrics."""
+        return rss_of(self.pid)
 
     def kill(self) -> None:
         """Kills the JVM's whole group at once; the next ``extract`` starts a new one."""
@@ -408,7 +465,7 @@ class WarmJvm:
                 raise JvmError("timeout", f"no result after {timeout:g} s, warm JVM killed") from None
             raise
         self._last_used = time.monotonic()
-        self._served += 1
+        self._docs += 1
         fresh, self._spawned = self._spawned, None
         try:
             blocks, _ = _collect(lines)
@@ -419,7 +476,9 @@ class WarmJvm:
                 self.kill()
             raise
         finally:
-            if self._served >= self.recycle_after:
+            if self._docs >= self.recycle_after or (
+                self.max_rss is not None and (rss_of(self._proc.pid) or 0) > self.max_rss
+            ):
                 self.close()
         return blocks
 

@@ -397,3 +397,38 @@ def test_warm_usable_from_forked_child(jvm_build, corpus_dir):
 
 def test_check_archive(jvm_build):
     assert jvm.check_archive()
+
+
+def test_injected_kill_group_stops_the_jvm(jvm_build, corpus_dir):
+    """The slot passes its runner's kill function; WarmJvm uses it for every stop of the JVM's group."""
+    calls = []
+
+    def kill(pgid: int, grace: float) -> None:
+        calls.append((pgid, grace))
+        jvm.kill_group(pgid, 0)
+
+    with jvm.WarmJvm(kill_group=kill, kill_grace=0.5) as w:
+        w.extract(corpus_dir / "files" / "simple.doc", "doc", timeout=PER_FILE_TIMEOUT)
+        pid = w.pid
+        w.kill()
+        assert calls == [(pid, 0.0)] and _gone(pid) and w.pid is None
+
+
+def test_rss_bytes_and_recycling_on_size(jvm_build, corpus_dir):
+    """rss_bytes() reads the JVM's RSS; a JVM past max_rss after a document is recycled."""
+    with jvm.WarmJvm() as w:
+        assert w.rss_bytes() is None
+        w.extract(corpus_dir / "files" / "simple.doc", "doc", timeout=PER_FILE_TIMEOUT)
+        rss = w.rss_bytes()
+        assert rss is not None and 16 << 20 < rss < jvm.MAX_RSS
+    with jvm.WarmJvm(max_rss=1 << 20) as w:
+        w.extract(corpus_dir / "files" / "simple.doc", "doc", timeout=PER_FILE_TIMEOUT)
+        assert w.pid is None  # every JVM is bigger than 1 MiB: recycled after its document
+
+
+def test_warm_jvm_stays_small_after_a_large_workbook(jvm_build, bigbook):
+    """The heap given back after a large document (Main.giveBackMemory + the memory flags)."""
+    _, xls = bigbook
+    with jvm.WarmJvm(max_rss=None) as w:
+        w.extract(xls, "xls", timeout=120)
+        assert w.rss_bytes() < 160 << 20, w.rss_bytes() >> 20

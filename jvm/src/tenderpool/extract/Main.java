@@ -111,6 +111,7 @@ public final class Main {
                 busy = true;
                 if (!line.isBlank()) request(line);
                 out.flush();
+                giveBackMemory();
                 lastActivity = System.nanoTime();
                 busy = false;
             }
@@ -119,6 +120,18 @@ public final class Main {
         }
         out.flush();
         System.exit(0);
+    }
+
+    /** Heap committed beyond which a finished document is followed by a full collection (answer already sent). */
+    private static final long GIVE_BACK_ABOVE = 48L << 20;
+
+    /**
+     * After a large document the heap stays committed (SerialGC shrinks it only in a full collection, down to
+     * MaxHeapFreeRatio), so a warm JVM that once read a big workbook would keep its peak RSS for good. One
+     * System.gc() after such a document returns it; small documents never pay for it.
+     */
+    private static void giveBackMemory() {
+        if (Runtime.getRuntime().totalMemory() > GIVE_BACK_ABOVE) System.gc();
     }
 
     private static void request(String line) {
