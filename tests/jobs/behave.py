@@ -5,7 +5,8 @@ payload keys (all optional): record (a directory: write <id>.<attempt>.start/.en
 sleep (seconds; with sleep_once only on attempt 1), exit (status), stdout (raw text to print instead of a JSON object), final_error
 (exit 3 with {"error": …}), escape (spawn a setsid grandchild and a double-forked child that sleep
 forever, writing their pids to <record>/<id>.escaped), ignore_term (ignore SIGTERM), fail_until
-(fail with exit 1 while attempt < this), crash_slot (SIGKILL the parent slot process).
+(fail with exit 1 while attempt < this), crash_slot (SIGKILL the parent slot process), close_pipes
+(close stdout and stderr, then carry on: sleep and exit as asked).
 """
 import json
 import os
@@ -41,6 +42,9 @@ if p.get("escape"):
     if rec:
         with open(os.path.join(rec, f"{job['id']}.escaped"), "w") as f:
             f.write(str(a.pid))
+if p.get("close_pipes"):
+    os.close(1)
+    os.close(2)
 if p.get("crash_slot"):
     os.kill(os.getppid(), signal.SIGKILL)
 if p.get("sleep") and not (p.get("sleep_once") and job["attempt"] > 1):
