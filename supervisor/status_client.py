@@ -12,6 +12,7 @@ host at once (it deletes its table at exit: ``status_builder.clear_host``).
 from __future__ import annotations
 
 import socket
+import time
 
 import msgspec
 import redis
@@ -51,12 +52,24 @@ def control(path: str, op: str, workers: int | None = None, timeout: float = 3.0
         raise StatusUnavailable(path, f"unexpected reply: {e}", listening=True) from None
 
 
+def _connect(s: socket.socket, path: str, deadline: float) -> None:
+    """``connect``, retried while the daemon's listen backlog is full (EAGAIN on a Unix socket: the
+    daemon is busy, not gone) until ``deadline``."""
+    while True:
+        try:
+            return s.connect(path)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _roundtrip(path: str, frame: StatusRequest | Request, timeout: float) -> bytes:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         try:
-            s.connect(path)
+            _connect(s, path, time.monotonic() + timeout)
         except FileNotFoundError:
             raise StatusUnavailable(path, "no such socket (is the daemon running?)") from None
         except ConnectionRefusedError:
