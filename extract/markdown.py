@@ -23,6 +23,7 @@ the body, headed ``## [Page headers]`` etc., so they are never mistaken for body
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 import msgspec
@@ -53,7 +54,12 @@ _STORY_TITLES = {
 }
 
 
+_CELL_SPECIAL = re.compile(r"[\\|\r\n\x0b]")
+
+
 def escape_cell(text: str) -> str:
+    if not _CELL_SPECIAL.search(text):  # the common cell: nothing to escape or break
+        return text.strip()
     text = text.replace("\\", "\\\\").replace("|", "\\|")
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x0b", "\n")
     parts = [p.strip() for p in text.split("\n")]
