@@ -217,19 +217,23 @@ class FastLane:
 
     def _ready(self, fresh: bool = False) -> None:
         """Connected, and (Sentinel) to the primary as of at most ``RESOLVE_EVERY_S`` ago."""
+        conn = self.conn
+        connected = bool(getattr(conn, "_sock", None))  # redis-py's own "connected" test
         if self.resolve is not None:
             try:
                 addr = self.resolve(fresh)
             except redis.ConnectionError:  # no primary now (failover in progress): the call fails
-                self.conn.disconnect()
+                conn.disconnect()
                 raise
-            if addr != self._addr:
-                if self._addr is not None:
+            if connected and (conn.host, conn.port) != addr:
+                conn.disconnect()
+                connected = False
+        if not connected:
+            conn.connect()
+            if self.resolve is not None:
+                if self._addr is not None and (conn.host, conn.port) != self._addr:
                     self.switches += 1
-                self._addr = addr
-                self.conn.disconnect()
-        if not getattr(self.conn, "_sock", None):
-            self.conn.connect()
+                self._addr = (conn.host, conn.port)
 
     def _roundtrip(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         """Send ``commands`` in one write and read every reply. A Redis error reply to one of them
