@@ -207,14 +207,15 @@ class _Brk:
 
 
 class _Dim:
-    __slots__ = ("min", "max", "width", "hidden", "ht")
+    """A column's or row's dimensions. Unlike openpyxl (whose ``customHeight`` is "any height stored"), a row
+    keeps the file's own customHeight flag: a stored height without it is one the application fits to the
+    content again (LibreOffice regrows wrapped rows), as the .xls reader reports from ROW's fUnsynced."""
 
-    def __init__(self, min=None, max=None, width=None, hidden=False, ht=None):
+    __slots__ = ("min", "max", "width", "hidden", "ht", "customHeight")
+
+    def __init__(self, min=None, max=None, width=None, hidden=False, ht=None, custom=False):
         self.min, self.max, self.width, self.hidden, self.ht = min, max, width, hidden, ht
-
-    @property
-    def customHeight(self) -> bool:  # openpyxl: "always true if there is a height for the row"
-        return self.ht is not None
+        self.customHeight = custom
 
 
 def _float(v, default=None):
@@ -337,7 +338,8 @@ def _sheet(pkg: Package, part: str, view: _SheetView, strings: list[str], styles
             attrs = el.attrib
             if len(attrs) > (("r" in attrs) + ("spans" in attrs)):
                 hidden = attrs.get("hidden") in _TRUE
-                view.row_dimensions[row_no] = _Dim(hidden=hidden, ht=_float(attrs.get("ht")))
+                view.row_dimensions[row_no] = _Dim(hidden=hidden, ht=_float(attrs.get("ht")),
+                                                   custom=attrs.get("customHeight") in _TRUE)
             col = 0
             r0 = row_no - 1
             for c in el:

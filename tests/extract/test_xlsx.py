@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tender_pool.extract.api import extract
@@ -25,7 +26,11 @@ def _same(a: list, b: list) -> None:
     sb = [x for x in b if isinstance(x, Sheet)]
     assert [s.name for s in sa] == [s.name for s in sb]
     for x, y in zip(sa, sb):
-        assert (x.cells, x.hidden, x.header, x.footer, x.setup) == (y.cells, y.hidden, y.header, y.footer, y.setup)
+        assert (x.cells, x.hidden, x.header, x.footer) == (y.cells, y.hidden, y.header, y.footer)
+        # the one intended difference: the stream keeps a row's customHeight flag (openpyxl calls every stored
+        # height custom), so its "refitted" marker may be absent on the openpyxl side
+        assert msgspec.structs.replace(x.setup, heights=[h[:2] for h in x.setup.heights]) == \
+            msgspec.structs.replace(y.setup, heights=[h[:2] for h in y.setup.heights]) if x.setup else not y.setup
         key = lambda m: (m.r1, m.c1, m.r2, m.c2)  # noqa: E731 - openpyxl keeps merges in a set
         assert sorted(x.merges, key=key) == sorted(y.merges, key=key)
 
@@ -95,3 +100,17 @@ def test_drawing_pictures_become_image_blocks(tmp_path):
     images = [b for b in read_stream(str(tmp_path / "out.xlsx")) if isinstance(b, Image)]
     assert images == [Image(type="png", width=100, height=50, sheet="Sheet", row=4, col=2)]
     assert "*[image: png 100×50 on sheet Sheet at C5]*" in extract(str(tmp_path / "out.xlsx")).markdown
+
+
+def test_large_twins_get_the_same_page_estimate(bigbook, jvm_build):
+    """The same LibreOffice-written bill as .xlsx and as .xls: estimates within 10 % of each other (issue 13;
+    LibreOffice itself prints 768 pages of it). Before rows kept their customHeight flag the .xlsx got 617 and
+    the .xls 722."""
+    from tender_pool.extract.jvm import WarmJvm
+
+    xlsx, xls = bigbook
+    with WarmJvm() as w:
+        a = extract(str(xlsx), timeout=120).pages
+        b = extract(str(xls), timeout=120, jvm=w).pages
+    assert abs(a - b) <= 0.1 * max(a, b), (a, b)
+    assert 0.8 * 768 <= a <= 1.2 * 768
