@@ -1,6 +1,9 @@
 """Per-file wall time through ``extract()`` on the corpus, the page-estimate distribution and coverage.
 
 Run: ``.venv/bin/python bench/bench_extract.py [--kinds docx,xlsx,pdf,doc,xls] [--warm]``.
+``--large``: instead, the issue-13 table: every reader variant on the generated 12k-row bill of quantities
+(tests/extract/bigbook.py, .xlsx and its LibreOffice .xls twin), 53446.xls, the 130-page .doc, and the stages
+of a small .doc through ``run_job`` (best of ``--rounds``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kinds", default="docx,xlsx,pdf,doc,xls")
     ap.add_argument("--warm", action="store_true", help="use one WarmJvm for doc/xls")
+    ap.add_argument("--large", action="store_true", help="the reader-variant table of issue 13")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.large:
+        return large(args.rounds)
     kinds = set(args.kinds.split(","))
     warm = None
     if args.warm:
@@ -73,6 +80,103 @@ def main() -> int:
                 print(f"  {src}: {ok}/{len(sub)} within ±20 %")
     if covs:
         print(f"coverage mean {statistics.mean(covs):.4f} over {len(covs)} ok files, min {min(covs):.4f}")
+    return 0
+
+
+def _best(fn, rounds: int) -> float:
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return min(out)
+
+
+def large(rounds: int) -> int:
+    """One row per variant: milliseconds, best of ``rounds`` (warm: after one untimed run)."""
+    import tempfile
+
+    import bigbook
+
+    from tender_pool.extract.jvm import WarmJvm
+    from tender_pool.extract.runner import run_job
+
+    bigbook.ensure_soffice()
+    xlsx, xls = (str(p) for p in bigbook.paths())
+    files = corpus_dir() / "files"
+    big_doc, small_doc, wide_xls = (str(files / n) for n in
+                                    ("tender-12-tender-doc-xl.doc", "tender-01-notice.doc", "53446.xls"))
+    rows: list[tuple[str, str, float | None]] = []
+
+    def row(doc: str, variant: str, fn) -> None:
+        try:
+            fn()  # warm-up (imports, JIT, page cache)
+            ms = _best(fn, rounds) * 1000
+        except Exception as exc:  # noqa: BLE001 - a variant that cannot run is a row too
+            print(f"{doc:34s} {variant:52s} n/a ({type(exc).__name__}: {exc})", flush=True)
+            return
+        rows.append((doc, variant, ms))
+        print(f"{doc:34s} {variant:52s} {ms:9.1f} ms", flush=True)
+
+    def openpyxl_load(read_only: bool):
+        import openpyxl
+
+        wb = openpyxl.load_workbook(xlsx, data_only=True, read_only=read_only)
+        for ws in wb.worksheets:
+            for r in ws.iter_rows(values_only=True):
+                pass
+        wb.close()
+
+    def calamine(path: str):
+        from python_calamine import CalamineWorkbook
+
+        wb = CalamineWorkbook.from_path(path)
+        for name in wb.sheet_names:
+            wb.get_sheet_by_name(name).to_python()
+
+    def xlrd_read(path: str):
+        from tender_pool.extract.legacy import xlrd_blocks
+
+        xlrd_blocks(path)
+
+    def soffice(path: str, fmt: str):
+        with tempfile.TemporaryDirectory() as d:
+            bigbook.convert(__import__("pathlib").Path(path), fmt, __import__("pathlib").Path(d))
+
+    from tender_pool.extract.xlsx import read_xlsx_openpyxl
+    from tender_pool.extract.xlsx_stream import read_stream
+
+    bill = "bill of quantities 12k rows"
+    row(bill + " .xlsx", "openpyxl load_workbook, all values", lambda: openpyxl_load(False))
+    row(bill + " .xlsx", "openpyxl read_only, all values", lambda: openpyxl_load(True))
+    row(bill + " .xlsx", "python-calamine, values only (no formats/setup)", lambda: calamine(xlsx))
+    row(bill + " .xlsx", "before: openpyxl reader -> blocks", lambda: read_xlsx_openpyxl(xlsx))
+    row(bill + " .xlsx", "ours: xlsx-stream -> blocks", lambda: read_stream(xlsx))
+    row(bill + " .xlsx", "ours: extract() (blocks + Markdown + pages)", lambda: extract(xlsx))
+    with WarmJvm(max_rss=None) as w:
+        row(bill + " .xls", "python-calamine BIFF, values only", lambda: calamine(xls))
+        row(bill + " .xls", "xlrd formatting_info -> blocks", lambda: xlrd_read(xls))
+        row(bill + " .xls", "ours: warm JVM round trip -> blocks", lambda: w.extract(xls, "xls", 120))
+        row(bill + " .xls", "ours: extract() warm JVM", lambda: extract(xls, timeout=120, jvm=w))
+        row("53446.xls (290k cells)", "python-calamine BIFF, values only", lambda: calamine(wide_xls))
+        row("53446.xls (290k cells)", "ours: extract() warm JVM", lambda: extract(wide_xls, timeout=120, jvm=w))
+        row("130-page .doc", "ours: extract() warm JVM", lambda: extract(big_doc, timeout=120, jvm=w))
+        row("130-page .doc", "antiword", lambda: __import__("subprocess").run(
+            ["antiword", "-w", "0", "-m", "UTF-8.txt", big_doc], capture_output=True, check=True))
+        # a small .doc, stage by stage: the JVM's answer, decoding, Markdown + pages, the result files
+        from tender_pool.extract.markdown import render
+        from tender_pool.extract.pages import estimate
+
+        blocks = w.extract(small_doc, "doc", 60)
+        out = tempfile.mkdtemp(prefix="tp-bench-")
+        row("small .doc", "stage: JVM round trip + JSON lines decoded", lambda: w.extract(small_doc, "doc", 60))
+        row("small .doc", "stage: Markdown render + page estimate", lambda: (render(blocks), estimate(blocks)))
+        row("small .doc", "all: run_job (extract + 2 files written)",
+            lambda: run_job(small_doc, out, "job", timeout=60, jvm=w))
+        rss_small = w.rss_bytes()
+    row(bill + " .xls", "LibreOffice soffice --convert-to csv (1st sheet)", lambda: soffice(xls, "csv"))
+    if rss_small:
+        print(f"\nwarm JVM RSS after this run: {rss_small / 2**20:.0f} MiB")
     return 0
 
 

@@ -3,6 +3,10 @@
 Why files and not a pipe: results can be large (hundreds of pages of Markdown); the daemon stores
 only the small ``JobOutput`` dict and the paths. Both files are written to a temporary name in the
 target directory and renamed, so a reader never sees half a file, even if the job is killed.
+No fsync: it cost ~10 ms per file, more than the warm JVM's whole answer for a small .doc (issue 13,
+bench/bench_extract.py --large). A killed job cannot tear a file (rename is atomic); only a host crash
+within the kernel's writeback window (~30 s) can lose a result, and a result is a pure function of its
+input that the job re-creates when run again.
 No threads, no module-level state: this runs right after fork.
 """
 
@@ -31,8 +35,6 @@ def _atomic_write(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
