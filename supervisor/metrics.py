@@ -144,11 +144,9 @@ class PoolCollector(Collector):
     builder's count of failed Redis reads."""
 
     def __init__(self, metrics: PoolMetrics, slots: Callable[[], list], counters: Any, probe: QueueProbe,
-                 housekeeper: Callable[[], Any], redis_errors: Callable[[], int], *legacy: Any):
-        if legacy and hasattr(redis_errors, "acquire"):  # TRANSITIONAL: the old call passed fork_lock here
-            redis_errors = legacy[0]
+                 housekeeper: Callable[[], Any], redis_errors: Callable[[], int]):
         self.m = metrics
-        self.slots: Callable[[], list] = slots if callable(slots) else (lambda: slots)  # TRANSITIONAL: a list
+        self.slots = slots
         self.counters = counters
         self.probe = probe
         self.housekeeper = housekeeper

@@ -111,8 +111,7 @@ class StatusBuilder:
         incarnation: str,
     ):
         self.cfg = cfg
-        # TRANSITIONAL: a plain list is accepted until daemon.py passes a callable
-        self.slots: Callable[[], list] = slots if callable(slots) else (lambda: slots)
+        self.slots = slots
         self.counters = counters
         self.probe = probe
         self.housekeeper = housekeeper

@@ -19,7 +19,7 @@ import redis
 
 from .config import Config
 from .control import CONTROL_VERSION, ControlReply, Request
-from .keys import Keys, Owner
+from .keys import Owner
 from .status_probe import QueueProbe, QueueStats, redis_warnings
 from .status_protocol import REPLY_CAP, HostSlots, ProtocolError, StatusReply, StatusRequest, read_frame, write_frame
 from .types import STATUS_PROTOCOL, BusyState

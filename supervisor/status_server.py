@@ -37,13 +37,18 @@ from typing import Any, Callable
 import msgspec
 
 from .control import ControlReply, Request
-from .status_protocol import REQUEST_CAP, FrameBuffer, ProtocolError, StatusReply, encode_frame
+from .status_protocol import (
+    REPLY_CAP,
+    REQUEST_CAP,
+    FrameBuffer,
+    ProtocolError,
+    StatusReply,
+    StatusRequest,
+    encode_frame,
+    read_frame,
+    write_frame,
+)
 from .types import STATUS_PROTOCOL
-
-# TRANSITIONAL re-exports: daemon.py imports these from here until it is rewired to status_probe
-# and status_builder; remove them then.
-from .status_builder import StatusBuilder  # noqa: F401,E402
-from .status_probe import QueueProbe  # noqa: F401,E402
 
 REQUEST_DEADLINE_S = 2.0  # accept → whole request read
 REPLY_DEADLINE_S = 2.0  # reply ready → reply taken by the client
@@ -86,21 +91,29 @@ def check_existing(path: str) -> None:
         what = ("a regular file" if stat.S_ISREG(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
                 else "a symlink" if stat.S_ISLNK(st.st_mode) else "not a socket")
         raise SocketInUse(f"exists and is {what}, not a socket; refusing to replace it (fix status.socket)")
-    from .status_client import StatusUnavailable, request
-
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
     try:
-        reply = request(path, timeout=1.0)
-    except StatusUnavailable as e:
-        if e.listening:
-            raise SocketInUse(f"something listens on {path} but does not answer ({e.reason})") from None
-        os.unlink(path)
-        return
-    pid = reply.status.pid if reply.status else "?"
+        try:
+            s.connect(path)
+        except ConnectionRefusedError:
+            os.unlink(path)  # a killed daemon's leftover: nothing listens
+            return
+        except OSError as e:
+            raise SocketInUse(f"cannot connect to the existing socket: {e.strerror or e}") from None
+        try:
+            write_frame(s, StatusRequest(version=STATUS_PROTOCOL, op="status"))
+            body = read_frame(s, REPLY_CAP)
+        except (OSError, ProtocolError) as e:
+            raise SocketInUse(f"something listens on {path} but does not answer ({e or 'timed out'})") from None
+    finally:
+        s.close()
+    try:
+        reply = msgspec.json.decode(body, type=StatusReply)
+        pid: Any = reply.status.pid if reply.status else "?"
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pid = "?"
     raise SocketInUse(f"in use by a live daemon (pid {pid})")
-
-
-def _is_lock(x: Any) -> bool:
-    return hasattr(x, "acquire") and hasattr(x, "release") and not hasattr(x, "info")
 
 
 class _Conn:
@@ -115,12 +128,8 @@ class _Conn:
 
 class StatusServer(threading.Thread):
     def __init__(self, path: str, handle: Callable[[Request], StatusReply | ControlReply], log: Any,
-                 tick: Callable[[], None] | None = None, *rest: Any, group: str = ""):
+                 tick: Callable[[], None] | None = None, group: str = ""):
         super().__init__(name="status", daemon=True)
-        if _is_lock(log):  # TRANSITIONAL: the old call passed fork_lock third; ignored (no lock is shared)
-            log, tick, rest = tick, (rest[0] if rest else None), rest[1:]
-        if rest:
-            group = rest[0]
         self.path = path
         self.group = group  # status.group: who, besides the daemon's user, may read and control
         self.handle = handle

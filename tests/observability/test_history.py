@@ -22,7 +22,7 @@ def test_history_filters_and_pagination(h, tmp_path):
     roots.mkdir()
     (roots / "Lot-A.pdf").write_bytes(b"a")
     (roots / "lot-b.docx").write_bytes(b"b")
-    d = h.daemon(workers=2, input_roots=[str(roots)])
+    h.daemon(workers=2, input_roots=[str(roots)])
     # Given four jobs that finish one after the other
     plan = [("j1", "noop", "alice", {"file": str(roots / "Lot-A.pdf")}, "completed"),
             ("j2", "noop", "bob", {"file": str(roots / "lot-b.docx")}, "completed"),
