@@ -30,13 +30,9 @@ from .connection import FastLane, connect  # noqa: F401  (connect: re-exported f
 _json = msgspec.json.Encoder()
 
 
-def _script_text(name: str) -> str:
-    """Deprecated alias of ``scripts.text`` for supervisor/status_server.py until it imports scripts."""
-    return scripts.text(name)
-
-
 class Undecodable(Exception):
-    """A list entry or job hash we cannot turn into a JobRecord; goes to the dead-letter list."""
+    """A list entry or job hash we cannot turn into a JobRecord; goes to the dead-letter list
+    (``deadletter.lua``'s header is where a dead letter's shape is described)."""
 
 
 def _s(v: bytes | str | None) -> str | None:

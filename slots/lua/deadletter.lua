@@ -3,6 +3,9 @@
 -- KEYS[5] deps:<entry>  KEYS[6] ready:lo
 -- ARGV: 1 entry, 2 reason, 3 retention s, 4 the raw job hash as JSON ('' if none), 5 the entry as
 --       valid UTF-8 (undecodable bytes backslash-escaped), so the dead letter is always valid JSON
+-- A dead letter (the one description of its shape; LPUSHed onto KEYS[2] as JSON):
+--   {raw: the entry as claimed (ARGV[5]), job: the job hash as a JSON object string, '' if none
+--    (ARGV[4]), reason: why it could not be decoded (ARGV[2]), at: Redis TIME ms}
 -- Returns 1 when moved, 0 when the entry was no longer in the list.
 local entry = ARGV[1]
 if not redis.call('LPOS', KEYS[1], entry) then return 0 end
