@@ -22,10 +22,11 @@ import sys
 import warnings as pywarnings
 import zipfile
 
-from .blocks import Block, Image, Merge, Meta, PageSetup, Sheet, SheetCell
+from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
 from .errors import ExtractError, short
 from .numfmt import format_value
 from .ooxml import Package
+from .xlsx_setup import hf_text, page_setup
 
 _F_WITHOUT_V = re.compile(rb"<(?:\w+:)?f[ >/](?:(?!</(?:\w+:)?c>).)*?</(?:\w+:)?c>", re.S)
 
@@ -43,75 +44,6 @@ def _formula_cells_without_cache(path: str) -> bool:
     except (zipfile.BadZipFile, OSError):
         return False
     return False
-
-
-def _hf_text(hf) -> str:
-    parts = []
-    for part in ("left", "center", "right"):
-        sub = getattr(hf, part, None)
-        if sub is not None and sub.text:
-            parts.append(sub.text)
-    text = "  ".join(parts)
-    return text.replace("&P", "{PAGE}").replace("&N", "{NUMPAGES}").replace("&&", "&")
-
-
-def _int(v, default: int) -> int:
-    try:
-        return int(v) if v is not None else default
-    except (TypeError, ValueError):
-        return default
-
-
-def page_setup(ws) -> PageSetup | None:
-    """The sheet's print settings (pages.py paginates by them); None when openpyxl cannot read them."""
-    from openpyxl.utils.cell import column_index_from_string, range_boundaries
-
-    try:
-        ps = ws.page_setup
-        props = ws.sheet_properties.pageSetUpPr
-        m = ws.page_margins
-        areas = []
-        for part in (ws.print_area or "").split(",") if isinstance(ws.print_area, str) else (ws.print_area or []):
-            ref = part.rsplit("!", 1)[-1].replace("$", "").strip()
-            try:
-                c1, r1, c2, r2 = range_boundaries(ref)
-            except (ValueError, TypeError):
-                continue
-            if None not in (c1, r1, c2, r2):
-                areas.append([r1 - 1, c1 - 1, r2 - 1, c2 - 1])
-        repeat = 0
-        if ws.print_title_rows:
-            a, _, b = str(ws.print_title_rows).replace("$", "").partition(":")
-            repeat = _int(b or a, 0) - _int(a, 1) + 1
-        fmt = ws.sheet_format
-        default_width = float(fmt.defaultColWidth or (fmt.baseColWidth or 8))
-        widths: list[float] = []
-        for key, dim in ws.column_dimensions.items():
-            try:
-                lo = dim.min or column_index_from_string(key)
-                hi = dim.max or lo
-            except ValueError:
-                continue
-            if hi > 16384 or lo < 1:
-                continue
-            w = 0.0 if dim.hidden else float(dim.width or default_width)
-            if hi > len(widths):
-                widths.extend([default_width] * (min(hi, ws.max_column) - len(widths)))
-            for c in range(lo, min(hi, len(widths)) + 1):
-                widths[c - 1] = w
-        heights = [[r - 1, 0.0 if d.hidden else float(d.ht)] + ([] if d.hidden or d.customHeight else [0])
-                   for r, d in ws.row_dimensions.items() if d.hidden or d.ht is not None]
-        return PageSetup(
-            paper=_int(ps.paperSize, 0), landscape=ps.orientation == "landscape", scale=_int(ps.scale, 100),
-            fit=bool(props is not None and props.fitToPage), fit_width=_int(ps.fitToWidth, 1),
-            fit_height=_int(ps.fitToHeight, 1),
-            margins=[float(m.left), float(m.right), float(m.top), float(m.bottom)] if m is not None else [],
-            areas=areas, repeat_rows=max(0, repeat), default_width=default_width,
-            default_height=float(fmt.defaultRowHeight or 15.0), widths=widths, heights=heights,
-            row_breaks=[b.id for b in ws.row_breaks.brk], col_breaks=[b.id for b in ws.col_breaks.brk],
-        )
-    except (AttributeError, TypeError, ValueError):
-        return None
 
 
 def _compute(evaluator, formula: str, sheet: str) -> float | None:
@@ -204,8 +136,8 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
                 text = format_value(v, c.number_format, is_date=is_date)
                 cells.append(SheetCell(c.row - 1, c.column - 1, text, "date" if is_date else "number"))
         merges = [Merge(r.min_row - 1, r.min_col - 1, r.max_row - 1, r.max_col - 1) for r in ws.merged_cells.ranges]
-        header = _hf_text(ws.oddHeader) if ws.oddHeader else ""
-        footer = _hf_text(ws.oddFooter) if ws.oddFooter else ""
+        header = hf_text(ws.oddHeader) if ws.oddHeader else ""
+        footer = hf_text(ws.oddFooter) if ws.oddFooter else ""
         blocks.append(Sheet(name=ws.title, cells=cells, merges=merges, hidden=ws.sheet_state != "visible",
                             header=header, footer=footer, setup=page_setup(ws)))
         for img in getattr(ws, "_images", []):

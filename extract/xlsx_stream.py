@@ -5,7 +5,7 @@ inline strings (phonetic runs dropped, ``x005F_`` removed), booleans, errors, IS
 int or float, date and duration styles converted with the workbook's epoch, number formats as displayed
 (``numfmt.format_value``), wrap flags from the cell's alignment. The small elements around the cells
 (page setup, margins, sheet format, header/footer, print titles and areas) are decoded by openpyxl's own
-classes and handed to ``xlsx.page_setup`` through ``_SheetView``, so the page estimate sees exactly what
+classes and handed to ``xlsx_setup.page_setup`` through ``_SheetView``, so the page estimate sees exactly what
 the openpyxl path gives it.
 
 ``NeedsOpenpyxl`` is raised for a workbook this path does not model (a formula cell without a cached
@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
 from .numfmt import format_value
 from .ooxml import Package
+from .xlsx_setup import hf_text, page_setup
 
 NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -166,7 +167,7 @@ class _Styles:
 
 
 class _SheetView:
-    """The attributes of an openpyxl Worksheet that ``xlsx.page_setup`` and the header/footer read."""
+    """The attributes of an openpyxl Worksheet that ``xlsx_setup.page_setup`` and the header/footer read."""
 
     def __init__(self, title: str):
         from openpyxl.worksheet.header_footer import HeaderFooter
@@ -281,12 +282,10 @@ def read_stream(path: str) -> list[Block]:
             view = _SheetView(title)
             cells, merges = _sheet(pkg, part, view, strings, styles, epoch)
             _print_names(view, names.get(pos, {}))
-            from .xlsx import _hf_text, page_setup
-
             hf = view.HeaderFooter
             blocks.append(Sheet(name=title, cells=cells, merges=merges, hidden=state != "visible",
-                                header=_hf_text(hf.oddHeader) if hf.oddHeader else "",
-                                footer=_hf_text(hf.oddFooter) if hf.oddFooter else "",
+                                header=hf_text(hf.oddHeader) if hf.oddHeader else "",
+                                footer=hf_text(hf.oddFooter) if hf.oddFooter else "",
                                 setup=page_setup(view)))
             blocks += _images(pkg, part, view, title)
         return blocks
