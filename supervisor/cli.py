@@ -226,7 +226,7 @@ def _status_once(cfg: Config, via_redis: bool) -> tuple[dict, str, int]:
     """(JSON dict, text, exit code) for one look at the pool."""
     from . import render
     from .status_client import StatusUnavailable, redis_view, request
-    from .types import STATUS_PROTOCOL, StatusView
+    from .status_protocol import StatusView
 
     if via_redis:
         v = msgspec.to_builtins(redis_view(cfg))
@@ -237,8 +237,7 @@ def _status_once(cfg: Config, via_redis: bool) -> tuple[dict, str, int]:
             raise StatusUnavailable(cfg.status.socket, reply.error or "empty reply", listening=True)
         view = reply.status
     except StatusUnavailable as e:
-        view = StatusView(STATUS_PROTOCOL, cfg.pool.worker_count, None, None, None, None, None, None, None,
-                          None, None, None, None, [], host_id=cfg.pool.host_id, error=str(e))
+        view = StatusView.unreachable(cfg.pool.worker_count, cfg.pool.host_id, str(e))
         d = msgspec.to_builtins(view)
         return d, render.format_status(d), EXIT_UNREACHABLE
     d = msgspec.to_builtins(view)

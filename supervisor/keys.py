@@ -21,7 +21,7 @@ stated plainly: the whole pool lives on one shard.
 | ``reaper`` | string | lease: one reaper per Redis at a time (correctness does not depend on it) |
 | ``finished`` | zset | job id → finish ms, for history and retention |
 | ``busy:<worker id>`` | string | a slot's running attempt (``types.BusyState`` JSON), PX longest timeout + 120 s |
-| ``slots:<host>`` | string | a host's slot table (``types.HostSlots`` JSON), PX 3 × heartbeat, for ``status --redis`` |
+| ``slots:<host>`` | string | a host's slot table (``status_protocol.HostSlots`` JSON), PX 3 × heartbeat, for ``status --redis`` |
 | ``depwaits`` | set | ids that have a ``deps:<id>`` list (parked dependents), so counting them needs no SCAN |
 """
 

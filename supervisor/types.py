@@ -2,8 +2,9 @@
 
 A leaf module: it imports nothing of ours, so slots, the CLI and the supervisor can all share it.
 
-Timestamps inside Redis are integer milliseconds from Redis ``TIME`` (hosts' clocks differ; see the
-research notes, lesson 23); they are rendered as RFC 3339 UTC only at the edge (``JobView``).
+Timestamps inside Redis are integer milliseconds from Redis ``TIME``: hosts' clocks differ, and a
+deadline or an age computed across two hosts' clocks would be off by their skew. They are rendered as
+RFC 3339 UTC only at the edge (``JobView``).
 """
 
 from __future__ import annotations
@@ -367,47 +368,6 @@ class BusyState(msgspec.Struct, forbid_unknown_fields=True):
     started_at: int = 0
 
 
-class QueueStats(msgspec.Struct):
-    """What Redis says about the queue, read in one pipeline (``status_server.QueueProbe``)."""
-
-    ready_hi: int = 0
-    ready_lo: int = 0
-    processing: int = 0
-    delayed: int = 0
-    deferred_user: int = 0
-    deferred_dependency: int = 0
-    dead_letter: int = 0
-    failed: int = 0
-
-    @property
-    def depth(self) -> int:
-        return self.ready_hi + self.ready_lo
-
-    @property
-    def deferred(self) -> int:
-        return self.deferred_user + self.deferred_dependency
-
-
-class SlotRow(msgspec.Struct):
-    """One row of ``status``: CONTRACT.md's slot fields, in its order."""
-
-    id: str
-    pid: int | None
-    state: str
-    kind: str | None = None
-    job_id: str | None = None
-    user: str | None = None
-    file: str | None = None
-    started_at: str | None = None
-    elapsed_s: float | None = None
-    heartbeat_age_s: float | None = None
-    cpu_percent: float | None = None
-    rss_bytes: int | None = None
-    tree_cpu_percent: float | None = None
-    tree_rss_bytes: int | None = None
-    heaviest: str | None = None
-
-
 class CountersView(msgspec.Struct):
     succeeded: int = 0
     failed: int = 0
@@ -438,55 +398,4 @@ def add_counters(into: CountersView, delta: CountersView) -> None:
         setattr(into, f, getattr(into, f) + getattr(delta, f))
 
 
-class StatusView(msgspec.Struct):
-    """``status --json``: CONTRACT.md's fields, then ours (host_id, pid, uptime_s, draining, problems).
-    ``queue_depth``/``waiting``/``deferred``/``dead_letter``/``failed`` are null when Redis is down;
-    ``error`` is set (and the counts null) when the daemon could not be reached."""
-
-    version: int
-    configured: int
-    online: int | None
-    busy: int | None
-    idle: int | None
-    offline: int | None
-    queue_depth: int | None
-    waiting: int | None
-    deferred: int | None
-    dead_letter: int | None
-    failed: int | None
-    redis_ok: bool | None
-    counters: CountersView | None
-    slots: list[SlotRow]
-    host_id: str | None = None
-    pid: int | None = None
-    uptime_s: float | None = None
-    draining: bool = False
-    problems: list[str] = []
-    error: str | None = None
-
-
-class HostSlots(msgspec.Struct):
-    """``slots:<host>`` in Redis, refreshed with the host heartbeat: what ``status --redis`` shows."""
-
-    host_id: str
-    incarnation: str
-    pid: int
-    at_ms: int
-    slots: list[SlotRow]
-
-
 STATUS_PROTOCOL = 1
-
-
-class StatusRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """A status-socket request frame. Only read requests exist: ``op`` = "status"."""
-
-    version: int
-    op: str
-
-
-class StatusReply(msgspec.Struct):
-    version: int
-    ok: bool
-    status: StatusView | None = None
-    error: str | None = None
