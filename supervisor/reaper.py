@@ -10,7 +10,11 @@ Reclaim only on evidence of death, with a bounded delay:
   handed its list here (``requeue_later``); this thread wakes at once and requeues it (ms later while
   Redis answers; as soon as Redis is back otherwise);
 - a processing list whose owner host no longer heartbeats (its ``host:<id>`` key expired or names
-  another incarnation): requeued within heartbeat × 3 + one reaper period;
+  another incarnation): requeued within heartbeat × 3 + one reaper period — but only once every
+  host has had a full key lifetime, with Redis reachable, to renew its key (``quiet_enough``): a
+  Redis restart or freeze expires every key while nobody can write, and a key that expired then
+  says nothing about its host. Such a judgement waits until that much time has passed since Redis
+  came back (as this thread saw it, and by Redis's own uptime);
 - an entry of a live owner far past its own hard deadline (stamp + the job's timeout + kill grace +
   ``STUCK_MARGIN``): requeued (remote) or, ours, its list handed to the main loop (``take_stuck``),
   which kills the slot; the death path then requeues it.
@@ -25,6 +29,7 @@ client and logger after the fork and never touches this thread's (see ``forking`
 
 from __future__ import annotations
 
+import math
 import os
 import queue as _queue
 import shutil
@@ -69,6 +74,11 @@ class Housekeeper(threading.Thread):
         self.last_ok = time.monotonic()  # last successful heartbeat write
         self.last_loop = time.monotonic()  # last turn of the loop, Redis up or not: the daemon's watchdog
         self.redis_ok = True
+        self.redis_lost = False  # a Redis call failed since the last successful turn
+        self.redis_back_at = -math.inf  # when Redis answered again after that (monotonic)
+        self.judging_deferred = False  # logged "reclaim_deferred_after_redis_outage" for this outage
+        self._quiet: bool | None = None  # quiet_enough() of the current reap
+        self.backoff_max = min(5.0, cfg.pool.heartbeat)  # retry at least once a heartbeat: renew fast
         self.last_full_scan = 0.0
         self.reclaimed = 0
         self.redis_errors = 0  # for tender_pool_redis_errors_total{component="housekeeper"}
@@ -112,6 +122,10 @@ class Housekeeper(threading.Thread):
         while not self.stop_event.is_set():
             now = self.last_loop = time.monotonic()
             try:
+                if self.redis_lost:
+                    self.q.r.ping()
+                    self.redis_lost, self.redis_back_at = False, now
+                    self.log.info("housekeeper_redis_back")
                 self.requeue_own()
                 if now >= next_hb:
                     self.heartbeat()
@@ -128,11 +142,11 @@ class Housekeeper(threading.Thread):
                 self.redis_errors += 1
                 if self.redis_ok:
                     self.log.warning("housekeeper_redis_error", error=str(e))
-                self.redis_ok = False
-                backoff = min(backoff * 2, 5.0)
+                self.redis_ok, self.redis_lost = False, True
+                backoff = min(backoff * 2, self.backoff_max)
             except Exception:
                 self.log.exception("housekeeper_step_failed")
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, self.backoff_max)
             if backoff == period:
                 wait = min(next_hb, next_reap) - time.monotonic()
             else:
@@ -194,6 +208,7 @@ class Housekeeper(threading.Thread):
             if (r.get(self.k.reaper) or b"").decode() != self.holder:
                 return
         self.q.promote_due()
+        self._quiet: bool | None = None  # quiet_enough(), asked at most once per reap
         lists = {p.decode(): Owner.decode(v.decode()) for p, v in r.hgetall(self.k.proclists).items()}
         if now - self.last_full_scan > FULL_SCAN_EVERY_S:
             self.last_full_scan = now
@@ -202,7 +217,22 @@ class Housekeeper(threading.Thread):
                 if n not in lists:
                     lists[n] = Owner.from_list_name(n)  # never registered: its owner is only its name
         for proc, owner in lists.items():
-            self.check_list(proc, owner)
+            self.check_list(proc, owner, now)
+        if self._quiet:
+            self.judging_deferred = False
+
+    def quiet_enough(self, now: float) -> bool:
+        """May a missing host key be taken as its host's death? Only if every host has had, since
+        Redis last came back, a whole key lifetime plus one retry interval to renew it."""
+        if self._quiet is None:
+            window = self.hb_ttl_ms / 1000 + self.backoff_max + self.cfg.pool.heartbeat / 3
+            uptime = float(self.q.r.info("server").get("uptime_in_seconds", math.inf))
+            self._quiet = now - self.redis_back_at >= window and uptime >= window
+            if not self._quiet and not self.judging_deferred:
+                self.judging_deferred = True
+                self.log.warning("reclaim_deferred_after_redis_outage", wait_s=round(window, 1),
+                                 redis_uptime_s=uptime)
+        return self._quiet
 
     def sweep(self) -> None:
         """Promote waiters whose user nobody holds (a release lost with a crash); trim history."""
@@ -234,13 +264,15 @@ class Housekeeper(threading.Thread):
     def ours(self, owner: Owner) -> bool:
         return owner.host == self.host and owner.incarnation == self.owner.incarnation
 
-    def check_list(self, proc: str, owner: Owner) -> None:
+    def check_list(self, proc: str, owner: Owner, now: float) -> None:
         current = self.q.r.get(self.k.host(owner.host))
         current = current.decode() if current else None
         # Our own lists: we know we are alive even if our host key lapsed (this thread stalled past
         # its TTL under load). Judging them dead would requeue jobs our slots are running.
         alive = self.ours(owner) or owner.holds(current)
         args = self._requeue_args()
+        if not alive and not self.quiet_enough(now):
+            return  # its key may have expired while nobody could renew it: judge later
         if not alive:
             # requeue.lua re-checks that GET host:<host> is not the holder we judged dead (for a list
             # known only by name: that the host key is still what we just read)

@@ -1,0 +1,64 @@
+"""The reaper across a Redis restart, and one host_id twice (issue 9 items 3, 7, 8).
+
+A restarted Redis (AOF, nothing lost) comes back with every ``host:`` key expired: nobody could
+renew them while it was down. Death is judged by a host's failure to renew after Redis is back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import wait_until
+
+
+def started(h, jid: str, attempt: int = 1) -> dict:
+    rec = h.records / f"{jid}.{attempt}.start"
+    wait_until(lambda: rec.exists() and rec.read_text().endswith("}"), 15, what=f"{jid} attempt {attempt} start")
+    return json.loads(rec.read_text())
+
+
+def lists_of(h, host: str) -> set[str]:
+    base = f"{h.prefix}:{{tender_parse}}"
+    return {p.decode() for p, v in h.r.hgetall(f"{base}:proclists").items() if v.decode().startswith(host + "\t")}
+
+
+@pytest.mark.timeout(120)
+def test_a_redis_restart_reclaims_nothing_from_live_hosts_and_drops_none_of_their_lists(h):
+    # Given two hosts, each running a job (host keys live 3 heartbeats: 1.5 s and 3 s; the two
+    # heartbeats make the hosts retry Redis on different schedules, so one is back before the other)
+    a = h.daemon("a", workers=1, heartbeat=0.5)
+    b = h.daemon("b", workers=1, heartbeat=1.0)
+    a.wait_slots(1)
+    b.wait_slots(1)
+    ja = h.submit(kind="long", user="ua", payload={"sleep": 8, "record": str(h.records)})
+    jb = h.submit(kind="long", user="ub", payload={"sleep": 8, "record": str(h.records)})
+    started(h, ja)
+    started(h, jb)
+    assert {h.job(ja).worker.split("-")[0], h.job(jb).worker.split("-")[0]} == {"ha", "hb"}
+    a_host, b_host = f"ha-{h.prefix}", f"hb-{h.prefix}"
+    wait_until(lambda: lists_of(h, a_host) and lists_of(h, b_host), 10, what="both hosts' lists registered")
+    before = lists_of(h, a_host) | lists_of(h, b_host)
+    # When Redis restarts after 3.5 s down: every host key has expired when it loads its AOF
+    h.redis.restart(down_for=3.5)
+    time.sleep(4)
+    # Then no live host's list was dropped (item 7) ...
+    assert lists_of(h, a_host) | lists_of(h, b_host) == before
+    # ... and no live host's job was reclaimed and run again (item 3)
+    for jid in (ja, jb):
+        job = h.wait_state(jid, timeout=30)
+        assert job.attempts == 1 and job.interruptions == 0, job
+    assert "reclaimed" not in a.logs() + b.logs()
+    # And a host that really dies afterwards has its job back within about 3 heartbeats + 1 s
+    jb2 = h.submit(kind="long", user="ub", payload={"sleep": 30, "sleep_once": True, "record": str(h.records)})
+    started(h, jb2)
+    victim = a if f"ha-{h.prefix}" in (h.job(jb2).worker or "") else b
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.proc.wait(5)
+    t0 = time.monotonic()
+    wait_until(lambda: (h.records / f"{jb2}.2.start").exists(), 20, what="the dead host's job run again")
+    assert time.monotonic() - t0 < 8
