@@ -177,7 +177,11 @@ class Supervisor:
             self.log.bind(component="housekeeper"),
             slots_summary=builder.host_summary,
         )
-        self.cleanup_previous(r)
+        try:
+            self.cleanup_previous(r)
+        except ConfigError as e:
+            print(f"config: {e}", flush=True, file=sys.stderr)
+            return 2
         r.close()
         self.house.start()
         self.status.start()
@@ -285,13 +289,33 @@ class Supervisor:
         """A predecessor on this host (killed, crashed) may have left job processes and lists: kill
         the processes now, hand the lists to the housekeeper (it requeues them once started)."""
         assert self.house is not None
+        ours = [(p.decode(), Owner.decode(v.decode())) for p, v in r.hgetall(self.keys.proclists).items()]
+        ours = [(p, o) for p, o in ours if o.host == self.owner.host and o.holder != self.owner.holder]
+        for _, o in ours:
+            # A predecessor that is alive on this machine (stalled past its key's lifetime, so our
+            # SET NX won): never kill its jobs; give the host key back and refuse to start.
+            if o.boot_id == self.owner.boot_id and o.pid and o.pid != os.getpid() and _is_tender_pool(o.pid):
+                self._release_host(r)
+                raise ConfigError("pool.host_id", self.cfg.pool.host_id,
+                                  f"already used by a live daemon (pid {o.pid} on this machine)")
         killed = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.cfg.pool.host_id}:", prefix=True)
         if killed:
             self.log.warning("killed_leftovers_of_previous_incarnation", pids=killed)
-        for proc, value in r.hgetall(self.keys.proclists).items():
-            o = Owner.decode(value.decode())
-            if o.host == self.owner.host and o.holder != self.owner.holder:
-                self.house.requeue_later(proc.decode(), "crash")
+        for proc, _ in ours:
+            self.house.requeue_later(proc, "crash")
+
+    def _release_host(self, r: redis.Redis) -> None:
+        """Delete the host key if it still names us (WATCH: never someone else's)."""
+        key = self.keys.host(self.cfg.pool.host_id)
+        with r.pipeline() as p:
+            try:
+                p.watch(key)
+                if (p.get(key) or b"").decode() == self.owner.holder:
+                    p.multi()
+                    p.delete(key)
+                    p.execute()
+            except redis.WatchError:
+                pass
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -320,6 +344,13 @@ class Supervisor:
         self.check_liveness(now)
         if self.embedded is not None:
             self.embedded.restart_due(now)
+        if self.house is not None and self.house.taken_over and not self.table.draining:
+            # another daemon runs with our host_id and has taken our lists over: our slots' jobs
+            # are its now. Kill them at once (not a drain) and exit.
+            self.log.error("host_id_taken_over_stopping", holder=self.house.taken_over)
+            self.exit_code = 1
+            self.start_drain(now)
+            self.abort(now, kill=True)
         if not self.table.draining:
             for s in self.table.due(now):
                 self.spawn(s, now)

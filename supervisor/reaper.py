@@ -73,6 +73,7 @@ class Housekeeper(threading.Thread):
         self.stuck: _queue.SimpleQueue[str] = _queue.SimpleQueue()  # our lists past deadline, for the main loop
         self.last_ok = time.monotonic()  # last successful heartbeat write
         self.last_loop = time.monotonic()  # last turn of the loop, Redis up or not: the daemon's watchdog
+        self.taken_over: str | None = None  # the holder that took our host_id over (we must stop)
         self.redis_ok = True
         self.redis_lost = False  # a Redis call failed since the last successful turn
         self.redis_back_at = -math.inf  # when Redis answered again after that (monotonic)
@@ -191,12 +192,16 @@ class Housekeeper(threading.Thread):
         return dict(kind=dec(kind), user=dec(user), attempt=int(attempts) if attempts else None)
 
     def heartbeat(self) -> None:
-        """Refresh the host key only while it is still ours (a takeover by a newer incarnation wins)."""
+        """Refresh the host key only while it is still ours. A takeover by a newer incarnation (this
+        process stalled past the key's lifetime and another daemon started with our host_id) wins:
+        the key is given back and ``taken_over`` tells the main loop to stop this daemon."""
         res = self.q.r.set(self.k.host(self.host), self.holder, px=self.hb_ttl_ms, get=True)
         cur = res.decode() if isinstance(res, bytes) else res
         if cur not in (None, self.holder):
-            self.log.error("host_id_taken_over", host_id=self.host, holder=cur)
             self.q.r.set(self.k.host(self.host), cur, px=self.hb_ttl_ms)
+            if self.taken_over is None:
+                self.log.error("host_id_taken_over", host_id=self.host, holder=cur)
+                self.taken_over = cur
             return
         self.last_ok = time.monotonic()
         if self.slots_summary is not None:  # the host's slot table, same lifetime as its heartbeat

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from conftest import wait_until
@@ -62,3 +63,44 @@ def test_a_redis_restart_reclaims_nothing_from_live_hosts_and_drops_none_of_thei
     t0 = time.monotonic()
     wait_until(lambda: (h.records / f"{jb2}.2.start").exists(), 20, what="the dead host's job run again")
     assert time.monotonic() - t0 < 8
+
+
+@pytest.mark.timeout(60)
+def test_a_second_daemon_does_not_take_over_a_stalled_live_one_on_the_same_machine(h):
+    # issue 9 item 8. Given a daemon running a job, stopped (SIGSTOP) past its host key's lifetime
+    a = h.daemon("a", workers=1, host_id="same")
+    a.wait_slots(1)
+    jid = h.submit(kind="long", payload={"sleep": 6, "record": str(h.records)})
+    job_pid = started(h, jid)["pid"]
+    os.kill(a.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.0)  # the key (3 × 0.5 s) has expired
+        # When a second daemon starts with the same host_id
+        b = h.daemon("b", workers=1, host_id="same")
+        # Then it refuses, and the first one's job is untouched
+        assert b.proc.wait(15) == 2
+        assert "already used by a live daemon" in b.logs()
+        assert psutil.pid_exists(job_pid) and psutil.Process(job_pid).status() != psutil.STATUS_ZOMBIE
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    job = h.wait_state(jid, timeout=20)
+    assert job.attempts == 1 and job.interruptions == 0
+    assert a.proc.poll() is None
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_whose_host_id_was_taken_over_stops(h):
+    # issue 9 item 8, the other machine's case: a stalled daemon finds its host key held by another
+    # incarnation (which has requeued its lists): it must stop, not run beside it
+    a = h.daemon("a", workers=1)
+    a.wait_slots(1)
+    key = f"{h.prefix}:{{tender_parse}}:host:ha-{h.prefix}"
+    os.kill(a.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.0)
+        h.r.set(key, "feedbeef|another-machine|4242", px=60_000)
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    assert a.proc.wait(15) == 1
+    assert "host_id_taken_over" in a.logs()
+    assert h.r.get(key) == b"feedbeef|another-machine|4242"
