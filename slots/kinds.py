@@ -20,7 +20,6 @@ This is the seam per-kind concurrency and runs build on: a new kind is one class
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -179,10 +178,11 @@ class ExtractionKind:
         from tender_pool.extract.jvm import WarmJvm
 
         if self.jvm is None:
-            kw: dict = dict(heap=self.cfg.extract.jvm_heap, kill_grace=self.cfg.pool.kill_grace)
-            if "kill_group" in inspect.signature(WarmJvm).parameters:
-                kw["kill_group"] = runner.kill_group  # the one owner of process-group signals
-            self.jvm = WarmJvm(**kw)
+            self.jvm = WarmJvm(
+                heap=self.cfg.extract.jvm_heap,
+                kill_grace=self.cfg.pool.kill_grace,
+                kill_group=runner.kill_group,  # the one owner of process-group signals
+            )
         if self.jvm_docs >= self.JVM_RECYCLE_AFTER:
             self.jvm.kill()
             self.jvm_docs = 0
