@@ -25,7 +25,7 @@ from tender_pool.supervisor.keys import Keys
 from tender_pool.supervisor.types import JobError, JobRecord, SubmitRequest
 
 from . import scripts
-from .connection import FastLane, connect  # noqa: F401  (connect: re-exported for callers)
+from .connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
 
 _json = msgspec.json.Encoder()
 
@@ -147,32 +147,52 @@ class SettleReply(NamedTuple):
 
 
 class Queue:
-    def __init__(self, client: redis.Redis, keys: Keys):
+    """``replicas``/``wait_ms``: a job's creation (enqueue.lua) and its attempts' start and settle are
+    acknowledged only once that many replicas have them (``WAIT``, in the same round trip); fewer
+    raise ``connection.NotReplicated``. A failover then cannot silently drop an acknowledged write."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, replicas: int = 0, wait_ms: int = 1000):
         self.r = client
         self.k = keys
+        self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
         self._texts = {name: scripts.text(name) for name in ("start", "settle")}  # the slot's hot path
         self._scripts = scripts.register(
             client, "enqueue", "requeue", "deadletter", "promote_due", "stamp", "unstick", "cancel"
         )
 
+    @classmethod
+    def for_config(cls, cfg: Any, socket_timeout: float | None = None) -> "Queue":
+        """A queue on a client of this process's own, with the config's replication rule."""
+        r = cfg.redis
+        client = connect(r.url, r.socket_timeout if socket_timeout is None else socket_timeout)
+        return cls(client, Keys(r.prefix, cfg.pool.queue), replicas=r.wait_replicas, wait_ms=r.wait_timeout_ms)
+
     # --- producers --------------------------------------------------------------------------------
 
     def enqueue(self, req: SubmitRequest) -> tuple[bool, str, str]:
         """Queue a job; returns (created, id, state). The same id twice queues one job."""
         job_id = req.id or secrets.token_hex(8)
-        created, state = self._scripts["enqueue"](
-            keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo],
-            args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
-        )
+        created, state = wait_replicated(
+            self.r, self.replicas, self.wait_ms,
+            lambda p: self._scripts["enqueue"](
+                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo],
+                args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
+                client=p,
+            ),
+        )[0]
         return bool(created), job_id, _s(state) or ""
 
     def adopt(self, proc: str, raw: bytes, req: SubmitRequest) -> str:
         """Turn a raw JSON entry a producer pushed onto ``ready`` into a job, at the front."""
         job_id = req.id or secrets.token_hex(8)
-        self._scripts["enqueue"](
-            keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc],
-            args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), raw],
+        wait_replicated(
+            self.r, self.replicas, self.wait_ms,
+            lambda p: self._scripts["enqueue"](
+                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc],
+                args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), raw],
+                client=p,
+            ),
         )
         return job_id
 
@@ -267,6 +287,8 @@ class Queue:
                 busy,
                 busy_ttl_ms or lock_ttl_ms,
             ],
+            replicas=self.replicas,
+            timeout_ms=self.wait_ms,
         )
         return _start_result(res)
 
@@ -305,6 +327,8 @@ class Queue:
                 "1" if counts_try else "0",
                 "1" if launched else "0",
             ],
+            replicas=self.replicas,
+            timeout_ms=self.wait_ms,
         )
         if _s(res[0]) == "fenced":
             return SettleReply(SettleAnswer.FENCED, "")

@@ -50,6 +50,7 @@ from tender_pool.supervisor.types import (
 
 from . import faults, kinds, runner
 from .busy import BusyTracker
+from .connection import NotReplicated
 from .heartbeat import Reporter
 from .queue import (
     Ended,
@@ -61,14 +62,15 @@ from .queue import (
     StartResult,
     Undecodable,
     Verdict,
-    connect,
     decode_job,
     decode_submit,
 )
 
 # Errors after which repeating the same call is right: the server may or may not have run it (a lost
 # reply), and start.lua / settle.lua are safe to repeat. READONLY: we reached a demoted primary.
-RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError)
+# NotReplicated: the write is on the primary but not yet on enough replicas; the retry (same token)
+# is idempotent, and re-applies the write if a failover lost it.
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError, NotReplicated)
 
 _ENDS = {
     Verdict.COMPLETED: AttemptEnd.COMPLETED,
@@ -110,7 +112,7 @@ class Slot:
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
         base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
         self.kinds = kinds.build(cfg, base_env)
-        self.q = Queue(connect(cfg.redis.url, cfg.redis.socket_timeout), Keys(cfg.redis.prefix, cfg.pool.queue))
+        self.q = Queue.for_config(cfg)
         self.busy = BusyTracker(self.q.r, self.q.k, worker_id, cfg, self.log, on_redis_error=self._redis_error)
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
         self.reconcile_due = True  # before the first claim: a previous incarnation may have left entries

@@ -40,11 +40,9 @@ def _not_utf8(value: str) -> bool:
 
 
 def _queue(cfg: Config):
-    from tender_pool.slots.queue import Queue, connect
+    from tender_pool.slots.queue import Queue
 
-    from .keys import Keys
-
-    return Queue(connect(cfg.redis.url, cfg.redis.socket_timeout), Keys(cfg.redis.prefix, cfg.pool.queue))
+    return Queue.for_config(cfg)
 
 
 config_option = click.option(
@@ -96,6 +94,8 @@ def submit(
     2 bad input, 4 Redis unreachable."""
     import redis
 
+    from tender_pool.slots.connection import NotReplicated
+
     cfg = _config(config_path)
     for opt, value in (("--user", user), ("--payload", payload), ("--job-id", job_id), ("--kind", kind), *(("--after", a) for a in after)):
         if value is not None and _not_utf8(value):
@@ -134,6 +134,9 @@ def submit(
             click.echo(msgspec.json.encode({"id": jid, "state": state}).decode())
         else:
             click.echo(jid)
+    except NotReplicated as e:
+        _fail(f"not acknowledged: the job may be lost by a failover ({e}; redis.wait_replicas = "
+              f"{cfg.redis.wait_replicas}); submit it again with the same --job-id", EXIT_REDIS)
     except redis.RedisError as e:
         _fail(f"Redis unreachable at {cfg.redis.url}: {e}", EXIT_REDIS)
 
