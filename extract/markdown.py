@@ -226,36 +226,57 @@ def col_letter(c: int) -> str:
     return s
 
 
-def sheet_grid(sheet: Sheet) -> list[list[str]]:
-    """Non-empty rows of a sheet, trailing empty columns trimmed, merged values repeated."""
-    values: dict[tuple[int, int], str] = {}
+def _sheet_rows(sheet: Sheet) -> tuple[dict[int, dict[int, str]], int]:
+    """Stripped non-empty values by row and column, merged values repeated; and the column count.
+
+    Stripping here is what ``escape_cell`` would do to the value anyway (it strips each line), so rows
+    without a special character can be joined as they are: one pass per cell instead of a call per cell
+    (a 100k-cell sheet: ~0.35 s -> ~0.06 s)."""
+    rows: dict[int, dict[int, str]] = {}
+    get = rows.get
     for cell in sheet.cells:
-        if cell.v != "":
-            values[(cell.r, cell.c)] = cell.v
+        v = cell.v
+        if v:
+            d = get(cell.r)
+            if d is None:
+                d = rows[cell.r] = {}
+            d[cell.c] = v.strip()
     for m in sheet.merges:
-        v = values.get((m.r1, m.c1))
+        first = rows.get(m.r1)
+        v = first.get(m.c1) if first is not None else None
         if v is None:
             continue
         # guard against absurd merges (whole columns) blowing up the output
         if (m.r2 - m.r1 + 1) * (m.c2 - m.c1 + 1) > 10000:
             continue
         for r in range(m.r1, m.r2 + 1):
+            d = rows.setdefault(r, {})
             for c in range(m.c1, m.c2 + 1):
-                values.setdefault((r, c), v if c == m.c1 else COVERED)
-    if not values:
-        return []
-    ncols = max(c for _, c in values) + 1
-    rows = sorted({r for r, _ in values})
-    return [[values.get((r, c), "") for c in range(ncols)] for r in rows]
+                d.setdefault(c, v if c == m.c1 else COVERED)
+    ncols = max((max(d) for d in rows.values()), default=-1) + 1
+    return rows, ncols
+
+
+def sheet_grid(sheet: Sheet) -> list[list[str]]:
+    """Non-empty rows of a sheet, trailing empty columns trimmed, merged values repeated."""
+    rows, ncols = _sheet_rows(sheet)
+    return [[d.get(c, "") for c in range(ncols)] for d in (rows[r] for r in sorted(rows))]
 
 
 def render_sheet(sheet: Sheet) -> list[str]:
     title = f"## {sheet.name}" + (" (hidden sheet)" if sheet.hidden else "")
     lines = [title, ""]
-    grid = sheet_grid(sheet)
-    if grid:
-        ncols = max(len(r) for r in grid)
-        lines += render_grid(grid, [col_letter(c) for c in range(ncols)])
+    rows, ncols = _sheet_rows(sheet)
+    if rows:
+        lines.append("| " + " | ".join(col_letter(c) for c in range(ncols)) + " |")
+        lines.append("|" + "---|" * ncols)
+        cols = range(ncols)
+        special = _CELL_SPECIAL.search
+        for r in sorted(rows):
+            vals = [rows[r].get(c, "") for c in cols]
+            if special("".join(vals)):  # a pipe, backslash or line break somewhere: escape cell by cell
+                vals = [escape_cell(v) for v in vals]
+            lines.append("| " + " | ".join(vals) + " |")
     else:
         lines.append("*(empty sheet)*")
     if sheet.header.strip():

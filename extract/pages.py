@@ -79,28 +79,49 @@ def _sheet_pages(sheet: Sheet) -> int:
     for e in s.heights:
         (manual if len(e) == 2 else heights)[int(e[0])] = float(e[1])
     need: dict[int, int] = {}
+    used: dict[int, set[int]] = {}
+    strings: list = []  # unwrapped string cells: they may run over empty cells to their right
+    nw = len(s.widths)
     for c in cells:
-        if c.wrap and c.r not in manual:
-            chars = s.widths[c.c] if c.c < len(s.widths) else dw + 0.7
+        r = c.r
+        u = used.get(r)
+        if u is None:
+            u = used[r] = set()
+        u.add(c.c)
+        if c.wrap:
+            if r in manual:
+                continue
+            chars = s.widths[c.c] if c.c < nw else dw + 0.7
             if chars <= 0:
                 continue
-            n = sum(max(1, math.ceil(_width(piece) / max(1.0, chars - 0.7))) for piece in c.v.split("\n"))
-            need[c.r] = max(need.get(c.r, 0), n)
+            per = max(1.0, chars - 0.7)
+            v = c.v
+            n = (max(1, math.ceil(_width(v) / per)) if "\n" not in v
+                 else sum(max(1, math.ceil(_width(piece) / per)) for piece in v.split("\n")))
+            if n > need.get(r, 1):
+                need[r] = n
+        elif c.type == "string":
+            strings.append(c)
     for r, n in need.items():
-        if n > 1:
-            heights[r] = max(heights.get(r, line), n * line)
+        heights[r] = max(heights.get(r, line), n * line)
     heights.update(manual)
-    used: dict[int, set[int]] = {}
-    for c in cells:
-        used.setdefault(c.r, set()).add(c.c)
-    areas = s.areas or [[0, 0, max(c.r for c in cells), max(c.c for c in cells)]]
+    last_r = max(used)
+    last_c = max(max(u) for u in used.values())
+    areas = s.areas or [[0, 0, last_r, last_c]]
     total = 0
     for r1, c1, r2, c2 in areas:
-        inside = [c for c in cells if r1 <= c.r <= r2 and c1 <= c.c <= c2]
-        if not inside:
-            continue
-        if not s.areas:
-            r2, c2 = max(c.r for c in inside), max(c.c for c in inside)
+        whole = r1 <= 0 and c1 <= 0 and r2 >= last_r and c2 >= last_c
+        if whole:
+            rows_in = used
+            if not s.areas:
+                r2, c2 = last_r, last_c
+        else:
+            rows_in = {r: {c for c in u if c1 <= c <= c2} for r, u in used.items() if r1 <= r <= r2}
+            rows_in = {r: u for r, u in rows_in.items() if u}
+            if not rows_in:
+                continue
+            if not s.areas:
+                r2, c2 = max(rows_in), max(max(u) for u in rows_in.values())
         colw = [widths[c] if c < len(widths) else default_col for c in range(c1, c2 + 1)]
         rowh = [heights.get(r, line) for r in range(r1, r2 + 1)]
         if s.fit:
@@ -114,15 +135,23 @@ def _sheet_pages(sheet: Sheet) -> int:
             z = max(10, min(400, s.scale or 100)) / 100.0 if s.valid else 1.0
         # unwrapped text: which columns right of its cell it runs over (may extend past the area's end)
         runs: list[tuple[int, int, int]] = []
-        for c in inside:
-            if c.wrap or c.type != "string":
+        ncolw = len(colw)
+        for c in strings:
+            if not (r1 <= c.r <= r2 and c1 <= c.c <= c2):
                 continue
-            v = c.v if "\n" not in c.v else max(c.v.split("\n"), key=len)
-            over = _width(v) * TEXT_PT - colw[c.c - c1]
+            v = c.v
+            room = colw[c.c - c1]
+            if len(v) * (CJK_TEXT * TEXT_PT) <= room:  # cannot be wider than its cell: no regex needed
+                continue
+            if "\n" in v:
+                v = max(v.split("\n"), key=len)
+            over = _width(v) * TEXT_PT - room
             k = c.c + 1
-            while over > 0 and k not in used[c.r] and k < c1 + 256:
-                if k - c1 >= len(colw):
+            row_used = used[c.r]
+            while over > 0 and k not in row_used and k < c1 + 256:
+                if k - c1 >= ncolw:
                     colw.append(widths[k] if k < len(widths) else default_col)
+                    ncolw += 1
                 over -= colw[k - c1]
                 k += 1
             if k > c.c + 1:
@@ -133,7 +162,10 @@ def _sheet_pages(sheet: Sheet) -> int:
         col_breaks = set() if s.fit else {b - c1 for b in s.col_breaks}
         pr = _paginate(rowh, page_h, z, row_breaks, rep)
         pc = _paginate(colw, page_w, z, col_breaks, 0.0)
-        pages = {(pr[c.r - r1], pc[c.c - c1]) for c in inside}
+        pages = set()
+        for r, u in rows_in.items():
+            p = pr[r - r1]
+            pages.update([(p, q) for q in {pc[c - c1] for c in u}])
         for r, a, b in runs:
             pages.update((pr[r - r1], pc[k - c1]) for k in range(a, b + 1))
         total += len(pages)
