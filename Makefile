@@ -18,7 +18,7 @@ deps:
 
 venv: deps
 	@$(PY) -m pip --version >/dev/null 2>&1 || python3 -m venv --clear $(VENV)  # new, or half-made by an interrupted run
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[daemon,test]'
 
 jvm: deps
 	@if [ -x jvm/build.sh ]; then bash jvm/build.sh; fi
