@@ -71,6 +71,7 @@ class FakeHouse:
         self.handed: list[tuple[str, str]] = []
         self.stuck: set[str] = set()
         self.open = 0
+        self.taken_over = None
 
     def requeue_later(self, proc, reason, slot=""):
         self.handed.append((proc, reason))
