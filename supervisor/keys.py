@@ -23,6 +23,19 @@ stated plainly: the whole pool lives on one shard.
 | ``busy:<worker id>`` | string | a slot's running attempt (``types.BusyState`` JSON), PX longest timeout + 120 s |
 | ``slots:<host>`` | string | a host's slot table (``status_protocol.HostSlots`` JSON), PX 3 × heartbeat, for ``status --redis`` |
 | ``depwaits`` | set | ids that have a ``deps:<id>`` list (parked dependents), so counting them needs no SCAN |
+| ``active`` | hash | user → running attempts (±1 on entering/leaving ``running``, lib.lua ``set_state``) |
+| ``inready`` | hash | user → id of the user's one "fair" entry in ``ready:lo`` (or parked behind its user) |
+| ``backlog:<user>`` | list | the user's further bulk job ids, FIFO (RPUSH / LPOP); one goes to ``ready:lo`` when the fair entry starts or ends |
+| ``sem:<kind>:<user>`` | zset | ``per_user`` = N > 1: attempt token → expiry ms, at most N members |
+| ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, FIFO |
+| ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; ``MAXLEN ~ 100000`` |
+| ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state |
+| ``runjobs:<id>`` | list | the run's job ids in item order |
+| ``runs`` | zset | run id → created ms (trimmed with the retention at submit) |
+| ``userruns:<user>`` | zset | the user's run ids → created ms |
+| ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
+| ``runwait:<id>`` | list | run jobs parked by ``max_parallel``; one is released when a run job leaves ``running`` |
+| ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
 """
 
 from __future__ import annotations
@@ -87,6 +100,60 @@ class Keys:
     @property
     def depwaits(self) -> str:
         return f"{self.base}:depwaits"
+
+    # --- fairness, concurrency and runs (lib.lua ``set_state``) --------------------------------------
+
+    @property
+    def active(self) -> str:
+        return f"{self.base}:active"
+
+    @property
+    def inready(self) -> str:
+        return f"{self.base}:inready"
+
+    @property
+    def events(self) -> str:
+        return f"{self.base}:events"
+
+    @property
+    def runs(self) -> str:
+        return f"{self.base}:runs"
+
+    def backlog(self, user: str) -> str:
+        return f"{self.base}:backlog:{user}"
+
+    def sem(self, kind: str, user: str) -> str:
+        return f"{self.base}:sem:{kind}:{user}"
+
+    def semwait(self, kind: str, user: str) -> str:
+        return f"{self.base}:semwait:{kind}:{user}"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.base}:run:{run_id}"
+
+    def runjobs(self, run_id: str) -> str:
+        return f"{self.base}:runjobs:{run_id}"
+
+    def run_events(self, run_id: str) -> str:
+        return f"{self.base}:events:run:{run_id}"
+
+    def runwait(self, run_id: str) -> str:
+        return f"{self.base}:runwait:{run_id}"
+
+    def userruns(self, user: str) -> str:
+        return f"{self.base}:userruns:{user}"
+
+    def done(self, kind: str, user: str, input_hash: str) -> str:
+        return f"{self.base}:done:{kind}:{user}:{input_hash}"
+
+    def state_keys(self, user: str, run_id: str | None = None) -> list[str]:
+        """The 8 keys every script that changes a job's state takes as one block (lib.lua
+        ``state_ctx``): events, active, inready, backlog:<user>, then the job's run keys run:<run>,
+        events:run:<run>, runwait:<run>, runjobs:<run> — ``run:-`` … placeholders for a plain job
+        (never touched: the script reads the job's ``run`` field)."""
+        r = run_id or "-"
+        return [self.events, self.active, self.inready, self.backlog(user),
+                self.run(r), self.run_events(r), self.runwait(r), self.runjobs(r)]
 
 
 class Owner(msgspec.Struct, frozen=True):
