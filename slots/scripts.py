@@ -1,8 +1,9 @@
 """The one owner of the Lua scripts in ``lua/``: their text (with the shared ``lib.lua`` prelude)
 and their registration on a client. Every caller, slot or supervisor, gets a script from here.
 
-Redis has no include, so ``lib.lua`` (``on_terminal``, ``release_lock``, ``promote_waiter``) is
-prepended to every script; a script that does not use it pays only the parse.
+Redis has no include, so ``lib.lua`` (``set_state``, ``on_terminal``, ``release_lock``,
+``promote_waiter``, the fairness helpers) is prepended to every script; a script that does not use
+it pays only the parse. Each script's header (KEYS / ARGV / returns) is its interface.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ NAMES = (
     "cancel",
     "busy_clear",
     "depwaits_count",
+    "run_submit",
+    "run_cancel",
+    "run_retry",
+    "progress",
 )
 
 
