@@ -21,7 +21,17 @@ from .config import Config
 from .control import CONTROL_VERSION, ControlReply, Request
 from .keys import Owner
 from .status_probe import QueueProbe, QueueStats, redis_warnings
-from .status_protocol import REPLY_CAP, HostSlots, ProtocolError, StatusReply, StatusRequest, read_frame, write_frame
+from .status_protocol import (
+    REPLY_CAP,
+    HostSlots,
+    ProtocolError,
+    SlotRow,
+    StatusReply,
+    StatusRequest,
+    StatusView,
+    read_frame,
+    write_frame,
+)
 from .types import STATUS_PROTOCOL, BusyState
 
 
@@ -115,7 +125,11 @@ def host_of_worker(worker_id: str) -> str:
 
 def redis_view(cfg: Config) -> RedisView:
     """What Redis alone knows (another host, or the daemon down)."""
-    probe = QueueProbe.for_config(cfg, timeout=cfg.redis.socket_timeout)
+    return read_redis_view(QueueProbe.for_config(cfg, timeout=cfg.redis.socket_timeout), cfg.redis.url)
+
+
+def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
+    """``redis_view`` through a probe the caller keeps (``Client.status``)."""
     r, k = probe.r, probe.k
     try:
         stats = probe.read()
@@ -125,9 +139,36 @@ def redis_view(cfg: Config) -> RedisView:
         holders = dict(zip(names, r.mget([k.host(n) for n in names]) if names else []))
         warnings = redis_warnings(r)
     except redis.RedisError as e:
-        return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {cfg.redis.url}: {e}")
+        return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {url}: {e}")
     hosts, busy = live_hosts(tables, states, holders)
     return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings)
+
+
+def as_status(view: RedisView) -> StatusView:
+    """The Redis view in ``status --json``'s shape, every live host's slots together (a busy state
+    fills in its slot's job); ``counters``, ``pid``, ``uptime_s`` and ``host_id`` are null: no
+    supervisor was asked. ``problems`` are the slots offline or crash-looping, or Redis down."""
+    if not view.redis_ok or view.queue is None:
+        return StatusView(configured=0, redis_ok=False, problems=["redis unreachable"], error=view.error)
+    busy = {b.worker: b for b in view.busy}
+    rows: list[SlotRow] = []
+    for host in view.hosts:
+        for row in host.slots:
+            b = busy.get(row.id)
+            if b is not None and not row.job_id:
+                row = msgspec.structs.replace(row, kind=b.kind, job_id=b.job_id, user=b.user, file=b.file)
+            rows.append(row)
+    states = [r.state for r in rows]
+    offline = sum(st in ("offline", "crash-looping") for st in states)
+    n_busy = states.count("busy")
+    q = view.queue
+    return StatusView(
+        configured=len(rows), online=len(rows) - offline, busy=n_busy, idle=states.count("idle"), offline=offline,
+        queue_depth=q.depth, waiting=max(0, q.depth - n_busy), queued=q.queued, running=q.processing,
+        delayed=q.delayed, deferred=q.deferred, dead_letter=q.dead_letter, failed=q.failed, redis_ok=True,
+        slots=rows, problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
+        warnings=view.warnings,
+    )
 
 
 def _decode_all(r: redis.Redis, keys: list[bytes], typ: type) -> list:
