@@ -201,6 +201,9 @@ class Supervisor:
             code = self.step(self.clock())
             if code is not None:
                 self.house.stop()
+                self.house.join(timeout=2 * self.cfg.redis.socket_timeout)
+                if code == 0 and self.builder is not None:  # a clean stop: out of `status --redis` at once
+                    self.builder.clear_host()
                 self.status.close()
                 self.metrics.stop()
                 self.log.info("supervisor_exit", code=code)
