@@ -1,21 +1,26 @@
 """The ``tender-pool`` command (click). Thin: each command loads the config, calls one owner, prints.
 
-Exit codes are CONTRACT.md's: 2 bad config / usage / bad input, 4 Redis unreachable (submit, job),
-3 extraction error (extract). Only ``run`` imports the daemon.
+Exit codes are CONTRACT.md's: 2 bad config / usage / bad input / no such job or run, 4 Redis
+unreachable, 3 extraction error (extract). Only ``run`` imports the daemon; every producer-side
+command (submit, job, cancel, history, runs) goes through ``tender_pool.client``, which owns the
+Redis calls: this module has none of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from typing import Any, NoReturn
+from typing import Any, Iterator, NoReturn
 
 import click
 import msgspec
 
 from .config import Config, ConfigError, load
-from .types import MAX_PAYLOAD_DEPTH, BadInput, JobRecord, JobView, SubmitRequest, check_submit
+from .types import MAX_PAYLOAD_DEPTH, TERMINAL_STATES
+
+TERMINAL = {s.value for s in TERMINAL_STATES}
 
 EXIT_BAD_INPUT = 2
 EXIT_REDIS = 4
@@ -39,10 +44,31 @@ def _not_utf8(value: str) -> bool:
     return any(0xDC80 <= ord(c) <= 0xDCFF for c in value)
 
 
-def _queue(cfg: Config):
-    from tender_pool.slots.queue import Queue
+def _client(cfg: Config):
+    from tender_pool.client import Client
 
-    return Queue.for_config(cfg)
+    return Client.for_config(cfg)
+
+
+@contextlib.contextmanager
+def _calls(cfg: Config) -> Iterator[None]:
+    """The client's errors → the contract's exit codes: 2 no such job or run / bad input, 4 Redis
+    unreachable or the write not acknowledged by enough replicas."""
+    import redis
+
+    from tender_pool.client import BadInput, NotFound, NotReplicated, Unavailable
+
+    try:
+        yield
+    except (NotFound, BadInput) as e:
+        _fail(str(e), EXIT_BAD_INPUT)
+    except NotReplicated as e:
+        _fail(f"not acknowledged: the write may be lost by a failover ({e}; redis.wait_replicas = "
+              f"{cfg.redis.wait_replicas}); submit it again with the same id", EXIT_REDIS)
+    except Unavailable as e:
+        _fail(str(e), EXIT_REDIS)
+    except redis.RedisError as e:
+        _fail(f"Redis error at {cfg.redis.url}: {e}", EXIT_REDIS)
 
 
 config_option = click.option(
@@ -92,10 +118,6 @@ def submit(
 ) -> None:
     """Queue one job. Exit 0 queued (or completed with --wait), 1 ended otherwise or timed out,
     2 bad input, 4 Redis unreachable."""
-    import redis
-
-    from tender_pool.slots.connection import NotReplicated
-
     cfg = _config(config_path)
     for opt, value in (("--user", user), ("--payload", payload), ("--job-id", job_id), ("--kind", kind), *(("--after", a) for a in after)):
         if value is not None and _not_utf8(value):
@@ -115,47 +137,19 @@ def submit(
         if not os.path.isfile(path):
             _fail(f"{file}: no such file", EXIT_BAD_INPUT)
         body["file"] = path
-    if kind not in cfg.kinds:
-        _fail(f"unknown kind {kind!r}; configured: {', '.join(cfg.kinds)}", EXIT_BAD_INPUT)
-    req = SubmitRequest(kind=kind, user=user, payload=body, id=job_id, after=list(after), priority=priority)  # type: ignore[arg-type]
-    try:
-        check_submit(req)
-    except BadInput as e:
-        _fail(str(e), EXIT_BAD_INPUT)
-    try:
-        q = _queue(cfg)
-        for dep in req.after:  # a cycle needs an id that does not exist yet: refusing those rules cycles out
-            if not q.r.exists(q.k.job(dep)):
-                _fail(f"--after {dep}: no such job", EXIT_BAD_INPUT)
-        created, jid, state = q.enqueue(req)
+    with _calls(cfg):
+        c = _client(cfg)
+        job = c.submit(user, kind, body, job_id=job_id, after=after, priority=priority)
         if wait:
-            _wait_and_print(q, jid, timeout)
-        if as_json:
-            click.echo(msgspec.json.encode({"id": jid, "state": state}).decode())
-        else:
-            click.echo(jid)
-    except NotReplicated as e:
-        _fail(f"not acknowledged: the job may be lost by a failover ({e}; redis.wait_replicas = "
-              f"{cfg.redis.wait_replicas}); submit it again with the same --job-id", EXIT_REDIS)
-    except redis.RedisError as e:
-        _fail(f"Redis unreachable at {cfg.redis.url}: {e}", EXIT_REDIS)
-
-
-def _wait_and_print(q, job_id: str, timeout: float | None) -> NoReturn:
-    end = time.monotonic() + timeout if timeout else None
-    delay = 0.01
-    while True:
-        rec = q.get(job_id)
-        if rec is not None and rec.state.terminal:
-            click.echo(msgspec.json.encode(JobView.of(rec)).decode())
-            sys.exit(0 if rec.state.value == "completed" else 1)
-        if end is not None and time.monotonic() >= end:
-            if rec is not None:
-                click.echo(msgspec.json.encode(JobView.of(rec)).decode())
-            click.echo(f"tender-pool: timed out waiting for {job_id}", err=True)
-            sys.exit(1)
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
+            job = c.wait(job.id, timeout)
+            click.echo(msgspec.json.encode(job).decode())
+            if job.state not in TERMINAL:
+                _fail(f"timed out waiting for {job.id}", 1)
+            sys.exit(0 if job.state == "completed" else 1)
+    if as_json:
+        click.echo(msgspec.json.encode({"id": job.id, "state": job.state}).decode())
+    else:
+        click.echo(job.id)
 
 
 @main.command()
@@ -164,62 +158,32 @@ def _wait_and_print(q, job_id: str, timeout: float | None) -> NoReturn:
 @config_option
 def job(job_id: str, as_json: bool, config_path: str | None) -> None:
     """Show one job: state, attempts, timings, error, result. Exit 2 if there is no such job."""
-    import redis
+    from tender_pool.client import Undecodable
 
-    from tender_pool.slots.queue import Undecodable
+    from . import render
 
     cfg = _config(config_path)
-    try:
-        rec = _queue(cfg).get(job_id)
-    except Undecodable as e:
-        _fail(f"job {job_id} exists but cannot be decoded: {e}", 1)
-    except redis.RedisError as e:
-        _fail(f"Redis unreachable at {cfg.redis.url}: {e}", EXIT_REDIS)
-    if rec is None:
-        _fail(f"no such job: {job_id}", EXIT_BAD_INPUT)
-    view = JobView.of(rec)
+    with _calls(cfg):
+        try:
+            job = _client(cfg).job(job_id)
+        except Undecodable as e:
+            _fail(f"job {job_id} exists but cannot be decoded: {e}", 1)
     if as_json:
-        click.echo(msgspec.json.encode(view).decode())
+        click.echo(msgspec.json.encode(job).decode())
     else:
-        click.echo(format_job(rec, view))
-
-
-def format_job(rec: JobRecord, v: JobView) -> str:
-    lines = [
-        f"job {v.id}  {v.state}",
-        f"  kind {v.kind}  user {v.user}  priority {v.priority}",
-        f"  attempts {v.attempts}  tries {v.tries}  interruptions {v.interruptions}  worker {v.worker or '-'}",
-        f"  created {v.created_at}  started {v.started_at or '-'}  finished {v.finished_at or '-'}",
-    ]
-    if v.after:
-        lines.append(f"  after {' '.join(v.after)}")
-    if v.payload:
-        lines.append(f"  payload {msgspec.json.encode(v.payload).decode()}")
-    if v.error:
-        lines.append(f"  error {v.error.kind}: {v.error.message}")
-    if v.result is not None:
-        lines.append(f"  result {msgspec.json.encode(v.result).decode()}")
-    return "\n".join(lines)
+        click.echo(render.format_job(msgspec.to_builtins(job)))
 
 
 @main.command()
 @click.argument("job_id")
 @config_option
 def cancel(job_id: str, config_path: str | None) -> None:
-    """Cancel a job: ended at once if not running; a running one has its process group killed."""
-    import redis
-
+    """Cancel a job: ended at once if not running; a running one has its process group killed.
+    Exit 0 cancelled (or already ended), 2 no such job, 4 Redis unreachable."""
     cfg = _config(config_path)
-    try:
-        q = _queue(cfg)
-        rec = q.get(job_id)
-        if rec is None:
-            _fail(f"no such job: {job_id}", EXIT_BAD_INPUT)
-        res = q.cancel(rec, int(cfg.pool.result_retention), cfg.lock_ttl_ms)
-    except redis.RedisError as e:
-        _fail(f"Redis unreachable at {cfg.redis.url}: {e}", EXIT_REDIS)
-    click.echo(" ".join(res))
-    sys.exit(0 if res[0] in ("cancelled", "signalled") else 1)
+    with _calls(cfg):
+        res = _client(cfg).cancel(job_id)
+    click.echo(str(res))
 
 
 EXIT_HEALTHY, EXIT_DEGRADED, EXIT_UNREACHABLE = 0, 1, 2
@@ -354,11 +318,9 @@ def history(states: tuple[str, ...], user: str | None, file_part: str | None, jo
             started_after: str | None, started_before: str | None, ended_after: str | None,
             ended_before: str | None, page: int, page_size: int, as_json: bool, config_path: str | None) -> None:
     """Finished jobs, newest first, from Redis (survives restarts; kept pool.result_retention seconds)."""
-    import redis
+    from tender_pool.client.history import parse_time
 
     from . import render
-    from .history import HistoryFilter, parse_time, query
-    from .keys import Keys
 
     cfg = _config(config_path)
     times: dict[str, int | None] = {}
@@ -368,16 +330,142 @@ def history(states: tuple[str, ...], user: str | None, file_part: str | None, jo
             times[name] = parse_time(val) if val else None
         except ValueError:
             _fail(f"--{name.replace('_', '-')} {val!r}: an RFC 3339 time, a date, or epoch seconds", EXIT_BAD_INPUT)
-    flt = HistoryFilter(status=list(states), user=user, file=file_part, job_id=job_id, **times)
-    try:
-        q = _queue(cfg)
-        res = query(q.r, Keys(cfg.redis.prefix, cfg.pool.queue), flt, page=page, page_size=page_size)
-    except redis.RedisError as e:
-        _fail(f"Redis unreachable at {cfg.redis.url}: {e}", EXIT_REDIS)
+    with _calls(cfg):
+        res = _client(cfg).history(page=page, page_size=page_size, status=states, user=user, file=file_part,
+                                   job_id=job_id, **times)
     if as_json:
         click.echo(msgspec.json.encode(res).decode())
     else:
         click.echo(render.format_history(msgspec.to_builtins(res)))
+
+
+@main.group()
+def runs() -> None:
+    """Runs: many jobs of one user and kind with one id, one progress stream, cancel and retry.
+    Exit codes as for `job`: 2 no such run or bad input, 4 Redis unreachable."""
+
+
+@runs.command("submit")
+@click.option("--user", "-u", required=True, help="The platform user the run belongs to.")
+@click.option("--kind", "-k", required=True, help="Job kind of every item: parse_markdown or a [handlers.NAME].")
+@click.option("--items", "items_path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help='JSONL, one {"key": "1.1.1", "payload": {...}} a line; keys unique. "-" reads stdin.')
+@click.option("--priority", type=click.Choice(["interactive", "bulk"]), default="bulk", show_default=True)
+@click.option("--max-parallel", type=click.IntRange(min=1), help="At most N of the run's jobs run at once.")
+@click.option("--overwrite", is_flag=True, help="Run every item, even one whose input is unchanged since a completed job.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as `runs show --json` does.")
+@config_option
+def runs_submit(user: str, kind: str, items_path: str, priority: str, max_parallel: int | None, overwrite: bool,
+                as_json: bool, config_path: str | None) -> None:
+    """Create a run: one job per line of --items, queued at once (or skipped: an item whose input
+    hash equals a completed job's still in retention points at that job's result). Prints the run
+    id. Exit 2 for a bad or repeated line (its number named) or an empty file."""
+    from tender_pool.client.items import read_jsonl
+    from tender_pool.client.errors import BadInput
+
+    cfg = _config(config_path)
+    for opt, value in (("--user", user), ("--kind", kind)):
+        if _not_utf8(value):
+            _fail(f"{opt}: not valid UTF-8", EXIT_BAD_INPUT)
+    try:
+        with click.open_file(items_path, "rb") as f:
+            items = read_jsonl(f)
+    except OSError as e:
+        _fail(f"--items {items_path}: {e.strerror or e}", EXIT_BAD_INPUT)
+    except BadInput as e:
+        _fail(f"--items {items_path}: {e}", EXIT_BAD_INPUT)
+    with _calls(cfg):
+        run = _client(cfg).submit_run(user, kind, items, priority=priority, max_parallel=max_parallel,
+                                      overwrite=overwrite)
+    click.echo(msgspec.json.encode(run).decode() if as_json else run.id)
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="id, user, kind, state, created_at, finished_at, counts, jobs.")
+@config_option
+def runs_show(run_id: str, as_json: bool, config_path: str | None) -> None:
+    """A run now: state, counts, each job's id, key, state and error."""
+    from . import render
+
+    cfg = _config(config_path)
+    with _calls(cfg):
+        run = _client(cfg).run(run_id)
+    click.echo(msgspec.json.encode(run).decode() if as_json else render.format_run(msgspec.to_builtins(run)))
+
+
+@runs.command("watch")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="One event object a line, the snapshot first.")
+@click.option("--since", help="Resume after this event id (the `id` of the last event seen): no snapshot.")
+@config_option
+def runs_watch(run_id: str, as_json: bool, since: str | None, config_path: str | None) -> None:
+    """Follow a run: a snapshot, then every event, a progress bar line each, until the run ends.
+    Exit 0 when it completed, 1 otherwise (partial_success, failed, cancelled, or interrupted)."""
+    from . import render
+
+    cfg = _config(config_path)
+    state: str | None = None
+    with _calls(cfg):
+        c = _client(cfg)
+        try:
+            for ev in c.events(run_id, since=since):
+                d = msgspec.to_builtins(ev)
+                click.echo(msgspec.json.encode(ev).decode() if as_json else render.format_event(d))
+                state = ev.state
+        except KeyboardInterrupt:
+            sys.exit(1)
+        except BrokenPipeError:
+            sys.exit(1)
+        if state is None:  # resumed after the end: nothing came
+            state = c.run(run_id).state
+    sys.exit(0 if state == "completed" else 1)
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@config_option
+def runs_cancel(run_id: str, config_path: str | None) -> None:
+    """Cancel a run: queued and waiting jobs end at once, running ones have their process group
+    killed; finished results stay. Exit 0 cancelled (or already ended)."""
+    cfg = _config(config_path)
+    with _calls(cfg):
+        res = _client(cfg).cancel_run(run_id)
+    if res.outcome == "already":
+        click.echo(f"already {res.state}")
+    else:
+        click.echo(f"cancelled: {res.cancelled} job(s) ended now, {res.signalled} running job(s) being stopped")
+
+
+@runs.command("retry")
+@click.argument("run_id")
+@click.option("--cancelled", "with_cancelled", is_flag=True, help="Also run the cancelled jobs again.")
+@config_option
+def runs_retry(run_id: str, with_cancelled: bool, config_path: str | None) -> None:
+    """Run a run's failed jobs again (tries reset); the run goes back to running."""
+    cfg = _config(config_path)
+    with _calls(cfg):
+        res = _client(cfg).retry_run(run_id, cancelled=with_cancelled)
+    if res.outcome == "nothing":
+        click.echo(f"nothing to retry (run {res.state})")
+    else:
+        click.echo(f"retried {res.retried} job(s); run {res.state}")
+
+
+@runs.command("list")
+@click.option("--user", help="Exactly this user's runs.")
+@click.option("--state", type=click.Choice(["pending", "running", "completed", "partial_success", "failed", "cancelled"]))
+@click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of runs without their jobs.")
+@config_option
+def runs_list(user: str | None, state: str | None, limit: int, as_json: bool, config_path: str | None) -> None:
+    """Runs within the retention, newest first."""
+    from . import render
+
+    cfg = _config(config_path)
+    with _calls(cfg):
+        rows = _client(cfg).runs(user=user, state=state, limit=limit)
+    click.echo(msgspec.json.encode(rows).decode() if as_json else render.format_runs(msgspec.to_builtins(rows)))
 
 
 @main.command()

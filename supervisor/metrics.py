@@ -23,6 +23,13 @@ Extraction: ``tender_pool_extract_pages_total`` and ``tender_pool_extract_input_
 what ``Finished.pages`` / ``Finished.input_bytes`` carry (the slot fills them from a completed
 parse_markdown result and the input file's size).
 
+Runs and events (runs issue): failures by error kind (``job_failures``) and fd-3 progress lines
+(``progress_events``, ``progress_lines_dropped``) come from ``Finished`` like the rest; runs by final
+state, jobs per run and time to finish a run come from the probe's ``RunTracker`` at scrape time (it
+tails the queue's ``events`` stream for ``run_finished``), and events written from the ``events``
+stream's ``entries-added``. Both are read from Redis, so every host reports every run of the queue:
+aggregate them with ``max`` across hosts, not ``sum``.
+
 Fork safety: the registry and the HTTP server live in the supervisor only; slots never touch them
 (they build nothing of this after the fork), and the listening socket is closed in forked children.
 """
@@ -33,7 +40,7 @@ from typing import Any, Callable, Iterable
 
 import redis
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .status_probe import QueueProbe
@@ -71,6 +78,13 @@ class PoolMetrics:
                              registry=r)
         self.input_bytes = Counter(P + "extract_input_bytes", "Bytes of input files parse_markdown extracted, "
                                    "by format.", ["format"], registry=r)
+        self.failures = Counter(P + "job_failures", "Jobs that ended failed (or dead), by kind and error kind.",
+                                ["kind", "error_kind"], registry=r)
+        self.progress_events = Counter(P + "progress_events", "job_progress events written from handlers' fd-3 "
+                                       "lines, by kind.", ["kind"], registry=r)
+        self.progress_dropped = Counter(P + "progress_lines_dropped", "Handlers' fd-3 progress lines not written: "
+                                        "coalesced away, past the per-job byte cap, or undecodable; by kind.",
+                                        ["kind"], registry=r)
         self.redis_errors: dict[str, int] = {"supervisor": 0, "slots": 0}
         self._beat_errors: dict[int, int] = {}  # slot pid → last cumulative count seen
         for kind in kinds:
@@ -103,6 +117,12 @@ class PoolMetrics:
             self.queue_wait.labels(kind).observe(rep.queue_wait_s)
         for sig in rep.killed:
             self.kills.labels(sig).inc()
+        if end in (AttemptEnd.FAILED, AttemptEnd.DEAD):
+            self.failures.labels(kind, rep.error_kind or ("undecodable" if end == AttemptEnd.DEAD else "unknown")).inc()
+        if getattr(rep, "progress_events", 0):
+            self.progress_events.labels(kind).inc(rep.progress_events)
+        if getattr(rep, "progress_dropped", 0):
+            self.progress_dropped.labels(kind).inc(rep.progress_dropped)
         if rep.pages or rep.input_bytes:
             fmt = rep.format or "unknown"
             self.pages.labels(fmt).inc(rep.pages)
@@ -195,3 +215,28 @@ class PoolCollector(Collector):
         yield GaugeMetricFamily(P + "dead_letter_entries", "Entries in the dead-letter list.", value=stats.dead_letter)
         yield GaugeMetricFamily(P + "jobs_failed_retained", "Failed jobs within the history retention.",
                                 value=stats.failed)
+        yield from self.run_metrics()
+
+    def run_metrics(self) -> Iterable[Metric]:
+        """Runs and events, from the probe's last read (this scrape's)."""
+        t = self.probe.run_tracker
+        yield GaugeMetricFamily(P + "runs_active", "Runs pending or running (all hosts).", value=len(self.probe.runs))
+        ended = CounterMetricFamily(P + "runs_finished", "Runs that reached a final state since this supervisor "
+                                    "started, by state (all hosts' runs: aggregate with max).", labels=["state"])
+        for state in ("completed", "partial_success", "failed", "cancelled"):
+            ended.add_metric([state], t.ended.get(state, 0))
+        yield ended
+        for name, doc, obs in (
+            ("run_jobs", "Jobs per finished run.", t.jobs),
+            ("run_duration_seconds", "Time from a run's creation to its end.", t.seconds),
+        ):
+            yield HistogramMetricFamily(P + name, doc, buckets=obs.cumulative(), sum_value=obs.total)
+        try:
+            written = int(self.probe.r.xinfo_stream(self.probe.k.events).get("entries-added", 0))
+        except redis.ResponseError:  # no stream yet
+            written = 0
+        except redis.RedisError:
+            return
+        yield CounterMetricFamily(P + "events_written", "Events written to the queue's events stream (every job "
+                                  "transition, run_started/run_finished, plain jobs' progress), all hosts.",
+                                  value=written)

@@ -6,6 +6,7 @@ reads can never disagree.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -80,6 +81,7 @@ def format_status(st: dict) -> str:
         f"delayed {_v(st.get('delayed'))}, deferred {_v(st['deferred'])}), waiting ~{_v(st['waiting'])} "
         f"(estimate: depth − busy), dead-letter {_v(st['dead_letter'])}, failed {_v(st['failed'])}",
         f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}",
+        *_active_runs(st.get("runs")),
     ]
     c = st.get("counters") or {}
     if c:
@@ -105,6 +107,7 @@ def format_redis_view(v: dict) -> str:
         f"  queue    depth {_v(v.get('queue_depth'))} (queued {queued}, running {q.get('processing', 0)}, "
         f"delayed {q.get('delayed', 0)}, deferred {deferred}), waiting ~{_v(v.get('waiting'))} "
         f"(estimate: depth − busy), dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}",
+        *_active_runs(v.get("runs")),
         *(f"  warning: {w}" for w in v.get("warnings") or []),
     ]
     busy = {b["worker"]: b for b in v.get("busy") or []}
@@ -144,3 +147,107 @@ def format_history(page: dict) -> str:
     pages = max(1, -(-page["total"] // page["page_size"])) if page["page_size"] else 1
     foot = f"page {page['page']} of {pages}, {page['total']} job(s) match, newest first"
     return "\n".join([*_table(HISTORY_HEADER, rows), foot])
+
+
+def format_job(v: dict) -> str:
+    """``job``: one job (``job --json``'s dict)."""
+    lines = [
+        f"job {v['id']}  {v['state']}",
+        f"  kind {v['kind']}  user {v['user']}  priority {v['priority']}",
+        f"  attempts {v['attempts']}  tries {v['tries']}  interruptions {v['interruptions']}  worker {v.get('worker') or '-'}",
+        f"  created {v.get('created_at')}  started {v.get('started_at') or '-'}  finished {v.get('finished_at') or '-'}",
+    ]
+    if v.get("after"):
+        lines.append(f"  after {' '.join(v['after'])}")
+    if v.get("payload"):
+        lines.append(f"  payload {json.dumps(v['payload'], ensure_ascii=False, separators=(',', ':'))}")
+    if v.get("error"):
+        lines.append(f"  error {v['error']['kind']}: {v['error']['message']}")
+    if v.get("result") is not None:
+        lines.append(f"  result {json.dumps(v['result'], ensure_ascii=False, separators=(',', ':'))}")
+    return "\n".join(lines)
+
+
+# --- runs ---------------------------------------------------------------------------------------------
+
+BAR_WIDTH = 24
+
+
+def _done(c: dict) -> int:
+    return c.get("completed", 0) + c.get("failed", 0) + c.get("cancelled", 0) + c.get("skipped", 0)
+
+
+def format_counts(c: dict | None) -> str:
+    """``12/48 done (completed 10, skipped 1, failed 1, cancelled 0), running 4, waiting 2, queued 30``."""
+    if not c:
+        return "-"
+    return (f"{_done(c)}/{c.get('total', 0)} done (completed {c.get('completed', 0)}, skipped {c.get('skipped', 0)}, "
+            f"failed {c.get('failed', 0)}, cancelled {c.get('cancelled', 0)}), running {c.get('running', 0)}, "
+            f"waiting {c.get('waiting', 0)}, queued {c.get('queued', 0)}")
+
+
+def progress_bar(c: dict | None, width: int = BAR_WIDTH) -> str:
+    """``[########----------------]  33%``: finished jobs of the run (failed and skipped included)."""
+    total = (c or {}).get("total", 0)
+    done = _done(c or {})
+    filled = width * done // total if total else 0
+    pct = 100 * done // total if total else 0
+    return f"[{'#' * filled}{'-' * (width - filled)}] {pct:3d}%"
+
+
+def format_event(ev: dict) -> str:
+    """``runs watch``: one line per event — the progress bar, the run's state, what happened."""
+    what = ev["type"]
+    if ev.get("job_id") is not None:
+        what += f" {ev.get('key') or ev['job_id']}"
+    if ev["type"] == "job_progress":
+        if ev.get("progress") is not None:
+            what += f" {float(ev['progress']) * 100:.0f}%"
+        if ev.get("message"):
+            what += f" {ev['message']}"
+        if ev.get("chunk"):
+            what += f" +{len(ev['chunk'])} chars"
+    if ev.get("gap"):
+        what += " (events were trimmed: showing the state now)"
+    return f"{progress_bar(ev.get('counts'))}  {_v(ev.get('state'))}  {format_counts(ev.get('counts'))}  {what}"
+
+
+RUN_JOB_HEADER = ["JOB", "KEY", "STATE", "ERROR"]
+
+
+def format_run(run: dict) -> str:
+    """``runs show``: the run, its counts and each job."""
+    rows = [[j["id"], _cut(j["key"], 40), j["state"],
+             f"{j['error']['kind']}: {j['error']['message']}"[:60] if j.get("error") else "-"] for j in run.get("jobs") or []]
+    return "\n".join([
+        f"run {run['id']}  {run['state']}",
+        f"  user {run['user']}  kind {run['kind']}  created {_v(run.get('created_at'))}  finished {_v(run.get('finished_at'))}",
+        f"  {progress_bar(run['counts'])}  {format_counts(run['counts'])}",
+        "",
+        *_table(RUN_JOB_HEADER, rows),
+    ])
+
+
+RUNS_HEADER = ["RUN", "STATE", "USER", "KIND", "CREATED", "FINISHED", "DONE", "FAILED", "RUNNING"]
+
+
+def format_runs(runs: list[dict]) -> str:
+    """``runs list``: newest first."""
+    rows = [[r["id"], r["state"], r["user"], r["kind"], _v(r.get("created_at")), _v(r.get("finished_at")),
+             f"{_done(r['counts'])}/{r['counts']['total']}", str(r["counts"]["failed"]), str(r["counts"]["running"])]
+            for r in runs]
+    return "\n".join([*_table(RUNS_HEADER, rows), f"{len(runs)} run(s), newest first"])
+
+
+ACTIVE_RUNS_SHOWN = 10
+
+
+def _active_runs(runs: list[dict] | None) -> list[str]:
+    if not runs:
+        return []
+    lines = [f"  runs     {len(runs)} active"]
+    for r in runs[:ACTIVE_RUNS_SHOWN]:
+        lines.append(f"    {r['id']}  {r['user']}  {r['kind']}  {format_counts(r.get('counts'))}")
+    if len(runs) > ACTIVE_RUNS_SHOWN:
+        lines.append(f"    … and {len(runs) - ACTIVE_RUNS_SHOWN} more (tender-pool runs list --state running)")
+    return lines

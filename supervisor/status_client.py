@@ -25,6 +25,7 @@ from .status_protocol import (
     REPLY_CAP,
     HostSlots,
     ProtocolError,
+    RunRow,
     SlotRow,
     StatusReply,
     StatusRequest,
@@ -116,6 +117,7 @@ class RedisView(msgspec.Struct):
     busy: list[BusyState]
     warnings: list[str] = []
     error: str | None = None
+    runs: list[RunRow] | None = None
 
 
 def host_of_worker(worker_id: str) -> str:
@@ -141,7 +143,8 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
     except redis.RedisError as e:
         return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {url}: {e}")
     hosts, busy = live_hosts(tables, states, holders)
-    return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings)
+    return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings,
+                     runs=list(probe.runs))
 
 
 def as_status(view: RedisView) -> StatusView:
@@ -166,7 +169,7 @@ def as_status(view: RedisView) -> StatusView:
         configured=len(rows), online=len(rows) - offline, busy=n_busy, idle=states.count("idle"), offline=offline,
         queue_depth=q.depth, waiting=max(0, q.depth - n_busy), queued=q.queued, running=q.processing,
         delayed=q.delayed, deferred=q.deferred, dead_letter=q.dead_letter, failed=q.failed, redis_ok=True,
-        slots=rows, problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
+        slots=rows, runs=view.runs, problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
         warnings=view.warnings,
     )
 

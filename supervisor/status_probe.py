@@ -1,5 +1,6 @@
-"""What Redis says about the queue (``QueueProbe``) and about itself (``redis_warnings``), for the
-status socket, ``status --redis``, /metrics and the daemon's STATUS= line.
+"""What Redis says about the queue (``QueueProbe``), its runs (``RunTracker``) and about itself
+(``redis_warnings``), for the status socket, ``status --redis``, ``Client.status``, /metrics and the
+daemon's STATUS= line. Imports nothing of the daemon's extras (the client loads it).
 
 The probe has a Redis client of its own with a short timeout (``PROBE_TIMEOUT_S``): it is read from
 the status thread and the metrics server's threads, never from the supervisor's main loop, and a
@@ -10,8 +11,10 @@ requests costs Redis (and each client) one timeout, not one each.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
+from typing import Any
 
 import msgspec
 import redis
@@ -19,8 +22,11 @@ import redis
 from tender_pool.slots import scripts
 from tender_pool.slots.connection import connect
 
+from tender_pool.client.models import Counts
+
 from .config import Config
 from .keys import Keys
+from .status_protocol import RunRow
 
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
@@ -54,6 +60,162 @@ class QueueStats(msgspec.Struct):
         return self.queued + self.processing + self.delayed + self.deferred
 
 
+RUN_JOBS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+RUN_SECONDS_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+ACTIVE = ("pending", "running")
+
+
+class Observed(msgspec.Struct):
+    """A histogram kept by hand (this module must not need prometheus_client): ``counts[i]`` counts
+    the observations ``<= bounds[i]`` that exceeded ``bounds[i-1]``; the last slot is +Inf."""
+
+    bounds: tuple[float, ...]
+    counts: list[int]
+    total: float = 0.0
+
+    @classmethod
+    def of(cls, bounds: tuple[float, ...]) -> "Observed":
+        return cls(bounds, [0] * (len(bounds) + 1))
+
+    def observe(self, v: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, v)] += 1
+        self.total += v
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        out, acc = [], 0
+        for b, n in zip((*(str(float(b)) for b in self.bounds), "+Inf"), self.counts):
+            acc += n
+            out.append((b, acc))
+        return out
+
+
+class RunTracker:
+    """The active runs, and the runs that ended since this process started (for metrics), kept
+    incrementally so a read costs what changed, not the retention:
+
+    - once, at the first read, every run of the ``runs`` index is looked at (its state);
+    - then only the queue's ``events`` stream is tailed from where the last read stopped, for
+      ``run_started`` (a new run, or a retried one reopening) and ``run_finished`` (an end: its final
+      state, job count and time from creation); the active runs' counts are read in one pipeline.
+    - if trimming overtook the tail (``max-deleted-entry-id`` past it), the index is walked again.
+
+    Every host's probe sees every run of the queue: aggregate the run metrics with ``max`` across
+    hosts, not ``sum``. Not thread-safe by itself (``QueueProbe``'s lock guards it)."""
+
+    TAIL_BATCH = 5000
+    TAIL_MAX = 200_000  # per read; the rest next time
+
+    def __init__(self, client: redis.Redis, keys: Keys):
+        self.r = client
+        self.k = keys
+        self.last_id: str | None = None  # None: not synced yet
+        self.active: dict[str, RunRow] = {}
+        self.ended: dict[str, int] = {}  # final state → runs that reached it
+        self.jobs = Observed.of(RUN_JOBS_BUCKETS)
+        self.seconds = Observed.of(RUN_SECONDS_BUCKETS)
+
+    def read(self) -> list[RunRow]:
+        """The active runs, oldest first. Raises redis.RedisError."""
+        if self.last_id is None or self._trimmed():
+            self._sync()
+        else:
+            self._tail()
+        self._refresh()
+        return sorted(self.active.values(), key=lambda row: row.id)
+
+    def _trimmed(self) -> bool:
+        try:
+            info = self.r.xinfo_stream(self.k.events)
+        except redis.ResponseError:  # no stream yet
+            return False
+        deleted = (info.get("max-deleted-entry-id") or b"0-0").decode()
+        return _sid(deleted) > _sid(self.last_id or "0-0")
+
+    def _sync(self) -> None:
+        """Every run of the index: the active ones kept, none counted as ended."""
+        last = self.r.xrevrange(self.k.events, "+", "-", count=1)
+        self.last_id = last[0][0].decode() if last else "0-0"
+        self.active = {}
+        for rid in self.r.zrange(self.k.runs, 0, -1):
+            self.active[rid.decode("utf-8", "replace")] = RunRow(rid.decode("utf-8", "replace"), "", "", Counts())
+
+    def _tail(self) -> None:
+        read = 0
+        ended: list[tuple[str, str, int]] = []
+        while read < self.TAIL_MAX:
+            reply = self.r.xread({self.k.events: self.last_id}, count=self.TAIL_BATCH)
+            entries = reply[0][1] if reply else []
+            for sid, fields in entries:
+                raw = fields.get(b"e") or b""
+                if b'"run_' in raw:
+                    ev = _run_event(raw)
+                    if ev is not None:
+                        etype, rid, state, total = ev
+                        if etype == "run_started":
+                            self.active.setdefault(rid, RunRow(rid, "", "", Counts()))
+                        elif etype == "run_finished":
+                            self.active.pop(rid, None)
+                            ended.append((rid, state, total))
+            if entries:
+                self.last_id = entries[-1][0].decode()
+            read += len(entries)
+            if len(entries) < self.TAIL_BATCH:
+                break
+        if ended:
+            p = self.r.pipeline(transaction=False)
+            for rid, _, _ in ended:
+                p.hmget(self.k.run(rid), "created_at", "finished_at")
+            for (rid, state, total), (created, finished) in zip(ended, p.execute()):
+                self.ended[state] = self.ended.get(state, 0) + 1
+                self.jobs.observe(total)
+                if created and finished:
+                    self.seconds.observe(max(0, int(finished) - int(created)) / 1000)
+
+    def _refresh(self) -> None:
+        """The active runs' user, kind and counts; drop those that are no longer active (a sync
+        starts with every run of the index)."""
+        ids = list(self.active)
+        if not ids:
+            return
+        p = self.r.pipeline(transaction=False)
+        for rid in ids:
+            p.hmget(self.k.run(rid), "state", "user", "kind", "total", *COUNT_NAMES)
+        for rid, v in zip(ids, p.execute()):
+            state = v[0].decode() if v[0] else None
+            if state not in ACTIVE:
+                self.active.pop(rid, None)
+                continue
+            n = [int(x) if x else 0 for x in v[3:]]
+            self.active[rid] = RunRow(rid, (v[1] or b"").decode("utf-8", "replace"),
+                                      (v[2] or b"").decode("utf-8", "replace"), Counts(*n))
+
+
+COUNT_NAMES = ("queued", "waiting", "running", "completed", "failed", "cancelled", "skipped")
+
+
+def _sid(v: str) -> tuple[int, int]:
+    ms, _, seq = v.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class _RunEvent(msgspec.Struct):
+    type: str
+    run_id: str | None = None
+    state: str | None = None
+    counts: dict[str, Any] | None = None
+
+
+def _run_event(raw: bytes) -> tuple[str, str, str, int] | None:
+    try:
+        ev = msgspec.json.decode(raw, type=_RunEvent)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if ev.type not in ("run_started", "run_finished") or not ev.run_id:
+        return None
+    total = (ev.counts or {}).get("total", 0)
+    return ev.type, ev.run_id, ev.state or "", int(total) if isinstance(total, int) else 0
+
+
 class QueueProbe:
     """Queue figures from Redis.
 
@@ -75,6 +237,8 @@ class QueueProbe:
         self._seen_at_max: set[str] = set()
         self._failure: tuple[float, redis.RedisError] | None = None
         self._warnings: tuple[float, list[str]] | None = None
+        self.run_tracker = RunTracker(client, keys)
+        self.runs: list[RunRow] = []  # the active runs as of the last successful read
 
     @classmethod
     def for_config(cls, cfg: Config, timeout: float = PROBE_TIMEOUT_S) -> "QueueProbe":
@@ -87,6 +251,7 @@ class QueueProbe:
                 raise self._failure[1]
             try:
                 stats = self._read()
+                self.runs = self.run_tracker.read()
             except redis.RedisError as e:
                 self._failure = (time.monotonic(), e)
                 raise

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from tender_pool.client.models import Counts
+
 from .types import STATUS_PROTOCOL, CountersView
 
 REQUEST_CAP = 64 * 1024
@@ -108,6 +110,15 @@ class SlotRow(msgspec.Struct):
     heaviest: str | None = None
 
 
+class RunRow(msgspec.Struct):
+    """One active run (pending or running) in ``status``: CONTRACT.md's ``runs`` fields."""
+
+    id: str
+    user: str
+    kind: str
+    counts: Counts
+
+
 class StatusView(msgspec.Struct, kw_only=True):
     """``status --json``. ``queue_depth`` is every unfinished job (queued, waiting and running: the old
     pool's meaning), ``waiting`` = depth − busy (an estimate, as it always was); the precise figures
@@ -115,7 +126,7 @@ class StatusView(msgspec.Struct, kw_only=True):
     (retry backoff), ``deferred`` (parked behind a user's lock or a dependency). Queue figures are
     null when Redis is down; ``error`` is set (and the counts null) when no daemon answered.
     ``warnings`` (Redis persistence off, an evicting policy) leave the exit code alone; ``problems``
-    make it 1."""
+    make it 1. ``runs``: the active (pending or running) runs with their counts."""
 
     version: int = STATUS_PROTOCOL
     configured: int
@@ -134,6 +145,7 @@ class StatusView(msgspec.Struct, kw_only=True):
     redis_ok: bool | None = None
     counters: CountersView | None = None
     slots: list[SlotRow] = []
+    runs: list[RunRow] | None = None  # active runs, oldest first; null when Redis is down
     host_id: str | None = None
     pid: int | None = None
     uptime_s: float | None = None
