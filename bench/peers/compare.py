@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""bench/compare: tender-pool against RQ, ARQ (4 × max_jobs=1 and 1 × 4), Dramatiq and Celery, 4 workers
+each, one private Redis, the same work, interleaved over repetitions; then the cost-flat table of
+issue 12 (``scale.py``). Run through ``bench/compare`` (it builds the peers' venv). Prints tables.
+
+Per repetition and system: no-op and 10 ms jobs/s, each from a fresh start with the jobs already
+queued (end to end from the worker launch, and first job start → last job finish); then one running
+instance: idle PSS, pick-up latency idle (20 jobs/s) and at 50 % of that system's no-op capacity
+measured in the same repetition, CPU per job by process over a batch, Redis commands and read events
+per job. Once per system and settings: a worker SIGKILLed mid-job (defaults in parallel, waited
+for at most ``--recovery-wait`` s; best settings one at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from measure import RedisCounters, cpu_delta, cpu_of, machine, med_range, pct, pss_mib, start_redis, tree
+from systems import Ours, all_systems
+
+
+class Timeout(Exception):
+    pass
+
+
+def wait_done(s, n: int, limit: float) -> int:
+    """Poll until ``s`` finished n jobs; returns the number of polls (each one Redis command)."""
+    end, polls = time.monotonic() + limit, 0
+    while True:
+        polls += 1
+        if s.done() >= n:
+            return polls
+        if time.monotonic() > end:
+            raise Timeout(f"{s.name}: {s.done()}/{n} finished after {limit:.0f} s")
+        time.sleep(0.01)
+
+
+def throughput(s, counters: RedisCounters, kind: str, n: int) -> dict:
+    s.reset()
+    s.enqueue(kind, n)
+    c0 = counters.snap()
+    t0 = time.time()
+    s.start()
+    try:
+        polls = wait_done(s, n, 300)
+        c1 = counters.snap()
+        recs = s.records()
+    finally:
+        s.stop()
+    first, last = min(r[1] for r in recs), max(r[2] for r in recs)
+    d = counters.delta(c0, c1)
+    return {"e2e": n / (last - t0), "f2l": n / (last - first), "boot_s": first - t0,
+            "cmds": (d["cmds"] - polls - 2) / n, "reads": (d["reads"] - polls - 2) / n, "xadd": d["xadd"] / n}
+
+
+def latencies(s, since: float) -> list[float]:
+    return [(st - enq) * 1000 for enq, st, _, _ in s.records() if enq >= since]
+
+
+def running_phase(s, counters: RedisCounters, a: argparse.Namespace, capacity: float) -> dict:
+    """One instance: idle PSS, pick-up idle, CPU per job over a batch, pick-up at 50 % load."""
+    s.reset()
+    s.start()
+    out: dict = {}
+    try:
+        if isinstance(s, Ours):
+            s.wait_slots()
+        s.enqueue("noop", 8)
+        wait_done(s, 8, 120)
+        time.sleep(2.0)
+        procs = tree(s.roots())
+        out["pss"], out["nproc"] = pss_mib(procs), len(procs)
+        # pick-up, idle: one job every 50 ms (each finds the workers idle)
+        t = time.time()
+        base = s.done()
+        s.paced("noop", a.pickup, 20.0)
+        wait_done(s, base + a.pickup, 120)
+        lat = latencies(s, t)
+        out["idle_p50"], out["idle_p99"] = pct(lat, 0.5), pct(lat, 0.99)
+        # CPU per job, by process, over a batch queued in one go (Redis: the enqueue included)
+        procs = tree(s.roots())
+        c0, r0 = cpu_of(procs), counters.snap()
+        base = s.done()
+        s.enqueue("noop", a.cpu_jobs)
+        wait_done(s, base + a.cpu_jobs, 300)
+        c1, r1 = cpu_of(procs), counters.snap()
+        out["cpu"] = cpu_split(s, c0, c1, a.cpu_jobs)
+        out["cpu"]["redis"] = (r1["cpu"] - r0["cpu"]) * 1000 / a.cpu_jobs
+        # pick-up at 50 % of this system's measured no-op capacity
+        rate = 0.5 * capacity
+        n = max(20, int(rate * a.load_s))
+        t = time.time()
+        base = s.done()
+        s.paced("noop", n, rate)
+        wait_done(s, base + n, 300)
+        lat = latencies(s, t)
+        out["load_rate"], out["load_p50"], out["load_p99"] = rate, pct(lat, 0.5), pct(lat, 0.99)
+    finally:
+        s.stop()
+    return out
+
+
+def cpu_split(s, c0: dict, c1: dict, n: int) -> dict:
+    """ms of CPU per job. Ours: supervisor, slots (their own Python), job processes (reaped by the
+    slots). Peers: the worker processes, own + reaped children (RQ's work horses)."""
+    if isinstance(s, Ours):
+        sup = s.roots()[0]
+        own_sup = c1.get(sup, (0, 0))[0] - c0.get(sup, (0, 0))[0]
+        rest0 = {k: v for k, v in c0.items() if k != sup}
+        rest1 = {k: v for k, v in c1.items() if k != sup}
+        own, reaped = cpu_delta(rest0, rest1)
+        return {"supervisor": own_sup * 1000 / n, "workers": own * 1000 / n, "jobs": reaped * 1000 / n}
+    own, reaped = cpu_delta(c0, c1)
+    return {"supervisor": 0.0, "workers": own * 1000 / n, "jobs": reaped * 1000 / n}
+
+
+def recovery(s, mode: str, wait_s: float) -> dict:
+    """SIGKILL the worker running the long job; time until the job starts again (or give up)."""
+    out = {"mode": mode, "settings": s.settings[mode]}
+    s.start(mode)
+    try:
+        if isinstance(s, Ours):
+            s.wait_slots()
+        base = s.done()
+        s.enqueue("noop", 4)
+        wait_done(s, base + 4, 120)
+        s.enqueue_long()
+        end = time.monotonic() + 60
+        while (v := s.victim()) is None:
+            if time.monotonic() > end:
+                raise Timeout(f"{s.name}: the long job did not start")
+            time.sleep(0.005)
+        time.sleep(0.5)  # mid-job
+        t_kill = time.time()
+        for pid in v[1]:
+            try:
+                import os
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + wait_s
+        while time.monotonic() < end:
+            s.supervise()
+            again = s.reran()
+            if again is not None:
+                out["after_s"] = again - t_kill
+                break
+            time.sleep(0.005)
+        else:
+            out["after_s"] = None
+        out["restarted"] = s.restarted
+    finally:
+        s.stop()
+    return out
+
+
+def fmt(xs: list[float], nd: int = 0) -> str:
+    m, lo, hi = med_range(xs)
+    if m != m:
+        return "—"
+    f = f"{{:.{nd}f}}"
+    return f.format(m) if len(xs) == 1 or lo == hi else f"{f.format(m)} ({f.format(lo)}–{f.format(hi)})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="1 repetition, smaller counts")
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--only", help="comma-separated system names")
+    ap.add_argument("--no-scale", action="store_true", help="skip the cost-flat table")
+    ap.add_argument("--no-peers", action="store_true", help="only the cost-flat table")
+    a = ap.parse_args()
+    a.reps = a.reps or (1 if a.quick else 3)
+    a.jobs = 500 if a.quick else 2000
+    a.sleep_jobs = 300 if a.quick else 1000
+    a.pickup = 40 if a.quick else 200
+    a.cpu_jobs = 500 if a.quick else 2000
+    a.load_s = 4.0 if a.quick else 10.0
+    a.recovery_wait = 120.0
+    tmp = Path(tempfile.mkdtemp(prefix="tp-compare-"))
+    rp, sock = start_redis(tmp)
+    print(f"machine: {machine()}; redis-server pid {rp.pid} on {sock}; {a.reps} repetition(s)", flush=True)
+    try:
+        if not a.no_peers:
+            peers_run(a, tmp, sock, rp.pid)
+        if not a.no_scale:
+            import scale
+
+            scale.run(tmp, sock, quick=a.quick, redis_pid=rp.pid)
+        print(f"\nmachine at the end: {machine()}")
+    finally:
+        rp.kill()
+        rp.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
+    import redis
+
+    systems = all_systems(sock, tmp)
+    if a.only:
+        keep = set(a.only.split(","))
+        systems = [s for s in systems if s.name in keep]
+    counters = RedisCounters(redis.Redis(unix_socket_path=sock), redis_pid)
+    res: dict[str, dict[str, list]] = {s.name: {} for s in systems}
+
+    def add(name: str, key: str, v) -> None:
+        res[name].setdefault(key, []).append(v)
+
+    for rep in range(a.reps):
+        order = systems[rep % len(systems):] + systems[: rep % len(systems)]
+        for s in order:
+            print(f"rep {rep + 1}: {s.name} ({machine()})", flush=True)
+            try:
+                n = a.jobs // 4 if s.system == "rq" else a.jobs  # RQ forks a work horse per job
+                t = throughput(s, counters, "noop", n)
+                for k in ("e2e", "f2l", "cmds", "reads", "xadd", "boot_s"):
+                    add(s.name, f"noop_{k}", t[k])
+                t = throughput(s, counters, "sleep10", a.sleep_jobs // (4 if s.system == "rq" else 1))
+                add(s.name, "sleep_e2e", t["e2e"])
+                add(s.name, "sleep_f2l", t["f2l"])
+                p = running_phase(s, counters, a, res[s.name]["noop_f2l"][-1])
+                for k, v in p.items():
+                    if k == "cpu":
+                        for ck, cv in v.items():
+                            add(s.name, f"cpu_{ck}", cv)
+                    else:
+                        add(s.name, k, v)
+            except Timeout as e:
+                print(f"  timed out: {e}", flush=True)
+                s.stop()
+    print("recovery: SIGKILL of the worker running a 3 s job", flush=True)
+    rec: dict[str, list[dict]] = {s.name: [] for s in systems}
+    counters.r.flushall()
+    peers = [s for s in systems if not isinstance(s, Ours)]
+    threads = [threading.Thread(target=lambda s=s: rec[s.name].append(recovery(s, "default", a.recovery_wait)))
+               for s in peers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in systems:
+        counters.r.flushall()
+        s.restarted = 0
+        rec[s.name].append(recovery(s, "best" if not isinstance(s, Ours) else "default", a.recovery_wait))
+    report(systems, res, rec, a)
+
+
+ROWS = [
+    ("no-op jobs/s, first start → last finish", "noop_f2l", 0, max),
+    ("no-op jobs/s, end to end from worker start", "noop_e2e", 0, max),
+    ("10 ms jobs/s, first start → last finish", "sleep_f2l", 0, max),
+    ("10 ms jobs/s, end to end from worker start", "sleep_e2e", 0, max),
+    ("pick-up p50 idle, ms", "idle_p50", 1, min),
+    ("pick-up p99 idle, ms", "idle_p99", 1, min),
+    ("pick-up p50 at 50 % load, ms", "load_p50", 1, min),
+    ("pick-up p99 at 50 % load, ms", "load_p99", 1, min),
+    ("idle PSS of all worker processes, MiB", "pss", 1, min),
+    ("Redis commands per job (Lua included)", "noop_cmds", 1, min),
+    ("Redis read events per job (≈ round trips)", "noop_reads", 1, min),
+    ("XADD per job", "noop_xadd", 1, min),
+    ("CPU ms/job: worker processes' own", "cpu_workers", 2, min),
+    ("CPU ms/job: job processes / forks", "cpu_jobs", 2, min),
+    ("CPU ms/job: supervisor", "cpu_supervisor", 2, min),
+    ("CPU ms/job: Redis (enqueue included)", "cpu_redis", 2, min),
+    ("boot: launch → first job start, s", "noop_boot_s", 2, min),
+]
+
+
+def report(systems, res, rec, a) -> None:
+    import statistics
+
+    names = [s.name for s in systems]
+    w0 = max(len(r[0]) for r in ROWS) + 2
+    cols = [max(14, len(n) + 2) for n in names]
+    print(f"\n{'':<{w0}}" + "".join(f"{n:>{c}}" for n, c in zip(names, cols)) + "   ours / best peer")
+    for label, key, nd, best in ROWS:
+        cells, meds = [], {}
+        for n, c in zip(names, cols):
+            xs = res[n].get(key, [])
+            cells.append(f"{fmt(xs, nd):>{c}}")
+            if xs:
+                meds[n] = statistics.median(xs)
+        peers = {n: v for n, v in meds.items() if n != "tender-pool"}
+        ratio = ""
+        if "tender-pool" in meds and peers:
+            bn = best(peers, key=peers.get)
+            if peers[bn]:
+                ratio = f"{meds['tender-pool'] / peers[bn]:.2f} ({bn})"
+        print(f"{label:<{w0}}" + "".join(f" {x}" if len(x) >= c else x for x, c in zip(cells, cols)) + f"   {ratio}")
+    print("\nload rate used (50 % of each system's median no-op capacity in that repetition), jobs/s: " + ", ".join(
+        f"{n} {fmt(res[n].get('load_rate', []))}" for n in names))
+    print("\nSIGKILL of the worker running a 3 s job (the job starting again, after the kill):")
+    for s in systems:
+        for r in rec[s.name]:
+            v = r["after_s"]
+            val = f"{v * 1000:.0f} ms" if v is not None and v < 1 else f"{v:.1f} s" if v is not None else \
+                f"> {a.recovery_wait:.0f} s ({r['mode']}: {r['settings']})"
+            extra = f"; restarted by the harness {r['restarted']}×" if r.get("restarted") else ""
+            print(f"  {s.name:<12} {r['mode']:<8} {val:<60} [{r['settings']}{extra}]")
+    print("\nnotes: ours pick-up = job hash created_at → started_at (Redis TIME, 1 ms resolution; stamped by "
+          "start.lua, before the job process is spawned); peers = just before the enqueue call → the job "
+          "function's first line. RQ runs a quarter of the jobs (it forks per job).")
+
+
+if __name__ == "__main__":
+    main()
