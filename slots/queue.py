@@ -176,7 +176,8 @@ class Queue:
         created, state = wait_replicated(
             self.r, self.replicas, self.wait_ms,
             lambda p: self._scripts["enqueue"](
-                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo],
+                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo,
+                      *self.k.state_keys(req.user)],
                 args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
                 client=p,
             ),
@@ -189,7 +190,8 @@ class Queue:
         wait_replicated(
             self.r, self.replicas, self.wait_ms,
             lambda p: self._scripts["enqueue"](
-                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc],
+                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc,
+                      *self.k.state_keys(req.user)],
                 args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), raw],
                 client=p,
             ),
@@ -211,6 +213,8 @@ class Queue:
             self.k.finished,
             self.k.deps(job.id),
             self.k.lock(job.user),
+            *self.k.state_keys(job.user, job.run),
+            self.k.semwait(job.kind, job.user),
             *(self.k.deps(d) for d in job.after),
         ]
         res = self._scripts["cancel"](keys=keys, args=[job.id, retention_s, lock_ttl_ms, job.user])
@@ -219,18 +223,24 @@ class Queue:
     # --- the slot's path: claim → start → settle ---------------------------------------------------
 
     def _attempt_keys(self, proc: str, job: JobRecord) -> list[str]:
-        """KEYS[1..9] shared by start.lua and settle.lua (their headers name them)."""
+        """KEYS[1..19] shared by start.lua, settle.lua and requeue.lua (their headers name them)."""
+        return self._job_keys(proc, job.id, job.user, job.kind, job.run)
+
+    def _job_keys(self, proc: str, job_id: str, user: str, kind: str, run: str | None) -> list[str]:
         k = self.k
         return [
             proc,
-            k.job(job.id),
+            k.job(job_id),
             k.started,
-            k.lock(job.user),
-            k.wait(job.user),
+            k.lock(user),
+            k.wait(user),
             k.waitusers,
             k.ready_lo,
             k.finished,
-            k.deps(job.id),
+            k.deps(job_id),
+            *k.state_keys(user, run),
+            k.sem(kind, user),
+            k.semwait(kind, user),
         ]
 
     def register_list(self, proc: str, owner: str) -> None:
@@ -266,8 +276,10 @@ class Queue:
         suffix: str = "",
         busy: bytes = b"{}",
         busy_ttl_ms: int = 0,
+        per_user: int = 1,
     ) -> StartResult:
-        """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply."""
+        """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply.
+        ``per_user``: the kind's concurrency per user (1 the user's lock, 0 none, N a semaphore)."""
         k = self.k
         keys = [*self._attempt_keys(proc, job), k.busy(worker)]
         for dep in job.after:
@@ -286,6 +298,7 @@ class Queue:
                 job.user,
                 busy,
                 busy_ttl_ms or lock_ttl_ms,
+                per_user,
             ],
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
@@ -313,7 +326,12 @@ class Queue:
         k = self.k
         res = self.fast.script(
             self._texts["settle"],
-            [*self._attempt_keys(proc, job), k.delayed, k.busy(worker or "-")],
+            [
+                *self._attempt_keys(proc, job),
+                k.delayed,
+                k.busy(worker or "-"),
+                k.done(job.kind, job.user, job.input_hash) if job.input_hash else k.done("-", "-", "-"),
+            ],
             [
                 job.id,
                 token,
@@ -350,9 +368,13 @@ class Queue:
         job_id = _s(entry) or ""
         raw_hash = self.r.hgetall(self.k.job(job_id)) if job_id else {}
         dump = _json.encode({_s(a): _s(b) for a, b in raw_hash.items()}).decode() if raw_hash else ""
+        user = run = None
+        if raw_hash:
+            user, run = _s(raw_hash.get(b"user")), _s(raw_hash.get(b"run"))
         return bool(
             self._scripts["deadletter"](
-                keys=[proc, self.k.dead, self.k.job(job_id), self.k.finished, self.k.deps(job_id), self.k.ready_lo],
+                keys=[proc, self.k.dead, self.k.job(job_id), self.k.finished, self.k.deps(job_id), self.k.ready_lo,
+                      *self.k.state_keys(user or "-", run)],
                 args=[entry, reason, retention_s, dump, entry.decode("utf-8", "backslashreplace")],
             )
         )
@@ -373,19 +395,12 @@ class Queue:
         list_dead: bool = True,
     ) -> str:
         job_id = _s(entry) or ""
-        user = _s(self.r.hget(self.k.job(job_id), "user")) or ""
+        user, kind, run = (_s(v) for v in self.r.hmget(self.k.job(job_id), "user", "kind", "run"))
+        user = user or ""
         k = self.k
         res = self._scripts["requeue"](
             keys=[
-                proc,
-                k.job(job_id),
-                k.started,
-                k.lock(user),
-                k.wait(user),
-                k.waitusers,
-                k.ready_lo,
-                k.finished,
-                k.deps(job_id),
+                *self._job_keys(proc, job_id, user, kind or "-", run),
                 k.proclists,
                 k.host(owner_host or "-"),
             ],
@@ -409,7 +424,7 @@ class Queue:
         return now, pairs
 
     def promote_due(self, batch: int = 200) -> int:
-        return int(self._scripts["promote_due"](keys=[self.k.delayed, self.k.ready_lo], args=[batch]))
+        return int(self._scripts["promote_due"](keys=[self.k.delayed, self.k.ready_lo, self.k.ready_hi], args=[batch]))
 
     def unstick(self, user: str, lock_ttl_ms: int) -> str:
         k = self.k

@@ -280,6 +280,7 @@ class Slot:
             max_waits=self.cfg.pool.max_waits,
             busy=self.busy.state_json(job),
             busy_ttl_ms=self.busy.ttl_ms,
+            per_user=self.cfg.per_user(job.kind),
         )
         suffix = os.urandom(6).hex()
         for attempt in range(20):  # a lost reply is retried with the same suffix: start.lua is idempotent then

@@ -46,6 +46,7 @@ class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
 class HandlerConfig(msgspec.Struct, forbid_unknown_fields=True):
     command: list[str]
     timeout: float
+    per_user: int = 1  # jobs of one user of this kind running at once; 0 = no limit
 
 
 class PoolConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -71,6 +72,7 @@ class ExtractConfig(msgspec.Struct, forbid_unknown_fields=True):
     timeout: float = 600.0
     jvm_heap: str = "512m"
     check_archive: bool = True
+    per_user: int = 1  # parse_markdown jobs of one user running at once; 0 = no limit
 
 
 class StatusConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -97,6 +99,14 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
             return self.extract.timeout
         h = self.handlers.get(kind)
         return h.timeout if h else None
+
+    def per_user(self, kind: str) -> int:
+        """How many jobs of one user of ``kind`` may run at once (0 = no limit). Every kind with
+        1 shares the user's one lock: "at most one running job per user" across those kinds."""
+        if kind == "parse_markdown":
+            return self.extract.per_user
+        h = self.handlers.get(kind)
+        return h.per_user if h else 1
 
     @property
     def kinds(self) -> list[str]:
@@ -303,6 +313,10 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
             raise ConfigError(f"handlers.{name}.command", h.command, "a non-empty argv list")
         if not h.timeout > 0:
             raise ConfigError(f"handlers.{name}.timeout", h.timeout, "a positive number of seconds")
+        if h.per_user < 0:
+            raise ConfigError(f"handlers.{name}.per_user", h.per_user, "an integer >= 0 (0 = no limit)")
+    if cfg.extract.per_user < 0:
+        raise ConfigError("extract.per_user", cfg.extract.per_user, "an integer >= 0 (0 = no limit)")
     listen = cfg.metrics.listen
     if listen:
         host, _, port = listen.rpartition(":")

@@ -147,6 +147,11 @@ class JobRecord(msgspec.Struct, forbid_unknown_fields=True):
     cancel: bool = False
     error: JobError | None = None
     result: dict[str, Any] | None = None
+    run: str | None = None  # the run it belongs to (never changes after creation)
+    key: str | None = None  # its item key in that run
+    input_hash: str | None = None  # kind + payload (+ input file) digest, for skip
+    skipped_from: str | None = None  # skipped: the completed job whose result it carries
+    conc: str | None = None  # what the running attempt holds: "lock" | "sem" | "none" (start.lua)
 
 
 class SubmitRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -345,6 +350,8 @@ class Finished(msgspec.Struct, tag="finished"):
     pages: int = 0  # parse_markdown: pages extracted
     input_bytes: int = 0  # parse_markdown: size of the input file
     format: str | None = None  # parse_markdown: detected format
+    progress_events: int = 0  # job_progress events written for this attempt (fd 3)
+    progress_dropped: int = 0  # fd-3 lines dropped: coalesced away, past the byte cap, or undecodable
 
 
 SlotReport = Beat | Busy | Idle | Finished

@@ -3,22 +3,28 @@
 -- while the child runs) and the runner kills the attempt's process group.
 -- KEYS[1] job:<id>  KEYS[2] ready:hi  KEYS[3] ready:lo  KEYS[4] wait:<user>  KEYS[5] waitusers
 -- KEYS[6] delayed  KEYS[7] finished  KEYS[8] deps:<id>  KEYS[9] lock:<user>
--- KEYS[10..] deps:<dep> for each `after` dependency
+-- KEYS[10..17] the state block of the job's user and run (Keys.state_keys(user, run))
+-- KEYS[18] semwait:<kind>:<user>
+-- KEYS[19..] deps:<dep> for each `after` dependency
 -- ARGV: 1 id, 2 retention s, 3 lock TTL ms, 4 user
 -- Returns {'cancelled'} | {'signalled'} | {'already', state} | {'missing'}
 local id = ARGV[1]
-local state = redis.call('HGET', KEYS[1], 'state')
+local j = redis.call('HMGET', KEYS[1], 'state', 'run', 'key')
+local state = j[1]
 if not state then return {'missing'} end
 if TERMINAL[state] then return {'already', state} end
 redis.call('HSET', KEYS[1], 'cancel', '1')
 if state == 'running' then return {'signalled'} end
+local ctx = state_ctx(10, KEYS[1], id, ARGV[4], j[2], j[3], KEYS[3], ARGV[2])
 local removed = redis.call('LREM', KEYS[2], 0, id) + redis.call('LREM', KEYS[3], 0, id)
-  + redis.call('LREM', KEYS[4], 0, id) + redis.call('ZREM', KEYS[6], id)
-for i = 10, #KEYS do removed = removed + redis.call('LREM', KEYS[i], 0, id) end
+  + redis.call('LREM', KEYS[4], 0, id) + redis.call('ZREM', KEYS[6], id, '!' .. id)
+  + redis.call('LREM', ctx.backlog, 0, id) + redis.call('LREM', KEYS[18], 0, id)
+if ctx.run_id ~= '' then removed = removed + redis.call('LREM', ctx.runwait, 0, id) end
+for i = 19, #KEYS do removed = removed + redis.call('LREM', KEYS[i], 0, id) end
 if removed == 0 then return {'signalled'} end
 local now = now_ms()
-redis.call('HSET', KEYS[1], 'state', 'cancelled', 'error', err_json('cancelled', 'cancelled while ' .. state),
-  'finished_at', now, 'token', '')
+set_state(ctx, state, 'cancelled', {'error', err_json('cancelled', 'cancelled while ' .. state),
+  'finished_at', now, 'token', ''}, true, now)
 on_terminal(KEYS[1], KEYS[8], KEYS[3], KEYS[7], id, now, ARGV[2])
 if redis.call('LLEN', KEYS[4]) == 0 then redis.call('SREM', KEYS[5], ARGV[4]) end
 if redis.call('GET', KEYS[9]) == 'r:' .. id then
