@@ -66,6 +66,7 @@ class PoolConfig(msgspec.Struct, forbid_unknown_fields=True):
     retry_backoff: float = 2.0
     retry_backoff_max: float = 300.0
     claim_timeout: float = 1.0
+    fence: float | None = None  # None: 3 × heartbeat − kill_grace − heartbeat / 3; 0: no fence
 
 
 class ExtractConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -238,6 +239,26 @@ def _check_timings(cfg: Config) -> None:
         raise ConfigError("redis.socket_timeout", r.socket_timeout, "more than pool.claim_timeout")
     if r.socket_timeout <= r.wait_timeout:
         raise ConfigError("redis.socket_timeout", r.socket_timeout, "more than redis.wait_timeout")
+    # The fence: a host whose last successful heartbeat write was SENT longer than ``fence`` ago kills
+    # its running jobs (TERM, kill_grace, KILL). Its host key lives 3 × heartbeat from that write, so
+    # another host can reclaim no sooner; the jobs must be dead by then, with one housekeeper period
+    # (heartbeat / 3) to spare for the loop that notices: fence + kill_grace + heartbeat/3 <= 3 × heartbeat.
+    # And at least one heartbeat, so a single late write never kills anything.
+    margin = p.heartbeat / 3
+    if p.fence is None:
+        p.fence = 3 * p.heartbeat - p.kill_grace - margin
+        if p.fence < p.heartbeat:
+            raise ConfigError("pool.kill_grace", p.kill_grace,
+                              f"at most {3 * p.heartbeat - margin - p.heartbeat:g} (5/3 × pool.heartbeat) so that a "
+                              "fence fits before another host may reclaim; or set pool.fence = 0 (no fence)")
+    elif p.fence != 0:
+        if p.fence < p.heartbeat:
+            raise ConfigError("pool.fence", p.fence, f"at least pool.heartbeat ({p.heartbeat:g}), or 0 for no fence")
+        if p.fence + p.kill_grace + margin > 3 * p.heartbeat + 1e-9:
+            raise ConfigError("pool.fence", p.fence, f"at most 3 × heartbeat − kill_grace − heartbeat/3 "
+                              f"({3 * p.heartbeat - p.kill_grace - margin:g}), or 0 for no fence")
+    elif p.fence < 0:
+        raise ConfigError("pool.fence", p.fence, "a number of seconds >= 0")
     if p.retry_backoff > p.retry_backoff_max:
         raise ConfigError("pool.retry_backoff_max", p.retry_backoff_max, "at least pool.retry_backoff")
     if r.wait_replicas is None:  # acknowledged = replicated wherever a failover can happen

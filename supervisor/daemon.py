@@ -93,6 +93,8 @@ class Supervisor:
         self.controls: collections.deque[control.Command] = collections.deque()  # status thread → loop
         self.drain_deadline = 0.0
         self.aborted = False
+        self.fenced_at: float | None = None  # when the fence last fired (None: armed)
+        self.fence_kills: list[tuple[float, Busy]] = []  # (SIGKILL due, attempt) after a fence's SIGTERM
         self.kill_at = 0.0
         self.exit_code = 0  # what a finished drain returns: 0, or 3 when no slot could boot
         self.last_step = 0.0  # clock of the previous step, for the stall check
@@ -326,7 +328,12 @@ class Supervisor:
         self.signals.append(signum)
 
     def timeout(self, now: float) -> float:
-        return min(LOOP_WAIT_S, self.table.next_due(now))
+        t = min(LOOP_WAIT_S, self.table.next_due(now))
+        if self.cfg.pool.fence and self.house is not None and self.fenced_at is None:
+            t = min(t, max(0.0, self.house.last_ok + self.cfg.pool.fence - now))
+        for due, _ in self.fence_kills:
+            t = min(t, max(0.0, due - now))
+        return t
 
     def wait(self, timeout: float) -> None:
         """Sleep until a pipe has something, a signal or control request arrives, or ``timeout``.
@@ -344,6 +351,7 @@ class Supervisor:
         for s in self.table.live():
             self.read_reports(s, now)
         self.reap_children(now)
+        self.check_fence(now)
         self.check_liveness(now)
         if self.embedded is not None:
             self.embedded.restart_due(now)
@@ -511,6 +519,35 @@ class Supervisor:
                            hint="fix the config or environment, then reload (SIGHUP) or restart")
         elif ex.crash_looping:
             self.log.error("slot_crash_looping", slot=s.worker_id, fast_deaths=s.fast_deaths, respawn_in=ex.respawn_in)
+
+    def check_fence(self, now: float) -> None:
+        """The lease: once our last successful heartbeat write was sent ``pool.fence`` ago (or a
+        write found our key expired), other hosts may reclaim our jobs soon, so ours stop first. Once
+        per lapse; a new successful write re-arms it."""
+        house, fence = self.house, self.cfg.pool.fence
+        for due, busy in [k for k in self.fence_kills if k[0] <= now]:
+            self.fence_kills.remove((due, busy))
+            swept = self.ops.stop_attempt(busy, signal.SIGKILL)
+            self.log.info("fence_killed", job_id=busy.job_id, attempt=busy.attempt, swept=swept)
+        if house is None or not fence:
+            return
+        if self.fenced_at is not None and house.last_ok > self.fenced_at and not house.lapsed:
+            self.fenced_at = None  # heartbeats flow again
+        if self.fenced_at is not None or self.table.draining:
+            return
+        if now - house.last_ok > fence or house.lapsed:
+            fenced = self.table.fence()
+            self.fenced_at = now
+            house.lapsed = False
+            # The slots are told (SIGUSR1), but one may be blocked in a Redis call to the unreachable
+            # server for up to socket_timeout: the supervisor stops the attempts itself, TERM now,
+            # KILL (group and marker) kill_grace later, from this loop, never waiting.
+            for s in fenced:
+                if s.busy is not None:
+                    self.ops.stop_attempt(s.busy, signal.SIGTERM)
+                    self.fence_kills.append((now + self.cfg.pool.kill_grace, s.busy))
+            self.log.error("fenced", since_last_heartbeat_s=round(now - house.last_ok, 2), fence_s=fence,
+                           jobs=[s.busy.job_id for s in fenced if s.busy], slots=[s.worker_id for s in fenced])
 
     def check_liveness(self, now: float) -> None:
         """A slot whose reports stopped for 3 heartbeats is wedged, and one holding a list the

@@ -105,6 +105,15 @@ class ProcessOps:
         os.set_blocking(rfd, False)
         return pid, rfd
 
+    def stop_attempt(self, busy: Busy, sig: int) -> list[int]:
+        """The fence: signal a running attempt's group directly (its slot may be blocked on an
+        unreachable Redis); with SIGKILL also every process carrying the attempt's marker."""
+        if busy.child_pid:
+            runner.killpg(busy.child_pid, sig)
+        if sig == signal.SIGKILL and busy.token:
+            return runner.sweep_marker("TENDER_POOL_ATTEMPT", busy.token)
+        return []
+
     def kill_job_tree(self, s: SlotProc, busy: Busy | None, keep: set[int]) -> list[int]:
         """A slot died: kill what is left of its job (the group, then anything carrying its marker,
         then orphans re-parented to us), before its list may be requeued. Local, no network."""

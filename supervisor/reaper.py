@@ -71,7 +71,8 @@ class Housekeeper(threading.Thread):
         self.done = 0  # requeues finished (written by this thread only)
         self.retry: list[tuple[str, str, str]] = []  # taken from the inbox, not yet done (Redis down)
         self.stuck: _queue.SimpleQueue[str] = _queue.SimpleQueue()  # our lists past deadline, for the main loop
-        self.last_ok = time.monotonic()  # last successful heartbeat write
+        self.last_ok = time.monotonic()  # when the last successful heartbeat write was SENT (the fence)
+        self.lapsed = False  # a write found our host key gone: others may have reclaimed our lists
         self.last_loop = time.monotonic()  # last turn of the loop, Redis up or not: the daemon's watchdog
         self.taken_over: str | None = None  # the holder that took our host_id over (we must stop)
         self.redis_ok = True
@@ -195,15 +196,21 @@ class Housekeeper(threading.Thread):
         """Refresh the host key only while it is still ours. A takeover by a newer incarnation (this
         process stalled past the key's lifetime and another daemon started with our host_id) wins:
         the key is given back and ``taken_over`` tells the main loop to stop this daemon."""
+        sent = time.monotonic()  # the fence counts from the send: the key lives PX from its arrival, later
         res = self.q.r.set(self.k.host(self.host), self.holder, px=self.hb_ttl_ms, get=True)
         cur = res.decode() if isinstance(res, bytes) else res
+        if cur is None and not self.lapsed:
+            # Our key had expired: to the other hosts we were dead, and a reaper may have requeued
+            # our lists already (this thread or the whole daemon was stalled). The main loop fences.
+            self.lapsed = True
+            self.log.error("host_key_lapsed", host_id=self.host)
         if cur not in (None, self.holder):
             self.q.r.set(self.k.host(self.host), cur, px=self.hb_ttl_ms)
             if self.taken_over is None:
                 self.log.error("host_id_taken_over", host_id=self.host, holder=cur)
                 self.taken_over = cur
             return
-        self.last_ok = time.monotonic()
+        self.last_ok = sent
         if self.slots_summary is not None:  # the host's slot table, same lifetime as its heartbeat
             self.q.r.set(self.k.host_slots(self.host), self.slots_summary(), px=self.hb_ttl_ms)
 

@@ -193,6 +193,19 @@ class SlotTable:
                 s.state = SlotState.STOPPING  # STARTING/IDLE/BUSY -> STOPPING
             self.kill(s.pid, signal.SIGTERM)
 
+    def fence(self) -> list[SlotProc]:
+        """This host lost its lease (no heartbeat write for ``pool.fence``): every slot running a job
+        kills it now (SIGUSR1: the attempt's group TERM, kill_grace, KILL; the job is put back as an
+        interruption) and exits, to be forked again at once. Idle slots are left alone."""
+        out = []
+        for s in self.slots:
+            if s.pid and s.busy is not None and s.intent is Intent.RUN:
+                s.intent = Intent.RECYCLE
+                s.state = SlotState.STOPPING  # BUSY -> STOPPING (fenced), then forked again at once
+                self.kill(s.pid, signal.SIGUSR1)
+                out.append(s)
+        return out
+
     def exited(self, s: SlotProc, code: int, now: float) -> Exit:
         """``s``'s process was reaped (``code`` as from ``os.waitstatus_to_exitcode``). The caller
         has already killed its job tree and read its last reports."""

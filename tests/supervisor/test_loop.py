@@ -33,6 +33,7 @@ class FakeOps:
         self.exits: list[tuple[int, int]] = []
         self.signals: list[tuple[int, int]] = []
         self.trees: list[int] = []  # pids whose job tree was killed, in order
+        self.stopped: list[tuple[int, int]] = []  # (job group, signal) the fence sent
         self.writers: dict[int, Reporter] = {}
         self.forks = 0
 
@@ -49,6 +50,10 @@ class FakeOps:
 
     def waitpid(self):
         return self.exits.pop(0) if self.exits else (0, 0)
+
+    def stop_attempt(self, busy, sig):
+        self.stopped.append((busy.child_pid, sig))
+        return []
 
     def kill_job_tree(self, s, busy, keep):
         self.trees.append(s.pid)
@@ -72,6 +77,8 @@ class FakeHouse:
         self.stuck: set[str] = set()
         self.open = 0
         self.taken_over = None
+        self.last_ok = float("inf")  # when the last heartbeat write was sent: never lapses unless a test says so
+        self.lapsed = False
 
     def requeue_later(self, proc, reason, slot=""):
         self.handed.append((proc, reason))
@@ -398,3 +405,49 @@ def test_step_uses_only_the_clock_it_is_given(make, monkeypatch):
     sup.signals.append(signal.SIGTERM)
     for t in (0.1, 0.2, 10.0):
         sup.step(t)
+
+
+def test_the_fence_stops_running_jobs_once_heartbeats_lapse_and_rearms_after(make):
+    # issue 11: a host whose last heartbeat write was sent longer than pool.fence ago kills its jobs
+    # (SIGUSR1: the slot kills the attempt's group and puts the job back) before any other host may
+    # reclaim them (3 heartbeats); an idle slot is left alone; a stall shorter than the fence kills nothing.
+    sup, ops = make(workers=2)
+    fence = sup.cfg.pool.fence
+    assert HB <= fence and fence + sup.cfg.pool.kill_grace + HB / 3 <= 3 * HB + 1e-9
+    sup.step(0.0)
+    a, b = pids(sup)
+    ops.report(a, Idle(), busy())
+    ops.report(b, Idle())
+    sup.house.last_ok = 0.0
+    sup.step(0.1)
+    assert 0 < sup.timeout(0.1) <= fence - 0.1 + 1e-9, "the loop wakes for the fence deadline"
+    for t in (0.2, fence - 0.05):
+        ops.report(a, Beat())
+        ops.report(b, Beat())
+        sup.step(t)
+    assert ops.sent(signal.SIGUSR1) == [], "a lapse shorter than the fence kills nothing"
+    ops.report(a, Beat())
+    ops.report(b, Beat())
+    sup.step(fence + 0.01)
+    assert ops.sent(signal.SIGUSR1) == [a], "only the busy slot is fenced"
+    assert ops.stopped == [(77, signal.SIGTERM)], "the supervisor stops the attempt's group itself"
+    sup.step(fence + 0.01 + sup.cfg.pool.kill_grace)
+    assert ops.stopped == [(77, signal.SIGTERM), (77, signal.SIGKILL)]
+    assert sup.table.slots[0].intent is Intent.RECYCLE and sup.table.slots[0].state is SlotState.STOPPING
+    sup.step(fence + 0.2)
+    assert ops.sent(signal.SIGUSR1) == [a], "once per lapse"
+    # heartbeats flow again: re-armed
+    sup.house.last_ok = fence + 0.3
+    sup.step(fence + 0.35)
+    assert sup.fenced_at is None
+
+
+def test_a_heartbeat_that_finds_the_host_key_expired_fences_at_once(make):
+    sup, ops = make(workers=1)
+    sup.step(0.0)
+    (a,) = pids(sup)
+    ops.report(a, Idle(), busy())
+    sup.step(0.1)
+    sup.house.lapsed = True  # the housekeeper's SET … GET returned nothing: we were taken for dead
+    sup.step(0.2)
+    assert ops.sent(signal.SIGUSR1) == [a]
