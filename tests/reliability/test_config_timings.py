@@ -29,7 +29,13 @@ def error(tmp_path, **kw) -> str:
     [
         # item 12: the grace outlasts the silence limit (heartbeat 1, default grace 3)
         ("heartbeat = 1", "", "pool.kill_grace: 3.0: less than 3 × pool.heartbeat (3)"),
-        ("heartbeat = 1\nkill_grace = 2.99", "", None),
+        ("heartbeat = 1\nkill_grace = 2.99\nfence = 0", "", None),
+        # the fence must fit: heartbeat <= fence, fence + kill_grace + heartbeat/3 <= 3 × heartbeat
+        ("heartbeat = 1\nkill_grace = 2.99", "", "pool.kill_grace: 2.99: at most 1.66667 (5/3 × pool.heartbeat) so that a "
+         "fence fits before another host may reclaim; or set pool.fence = 0 (no fence)"),
+        ("heartbeat = 1\nkill_grace = 1\nfence = 0.5", "", "pool.fence: 0.5: at least pool.heartbeat (1), or 0 for no fence"),
+        ("heartbeat = 1\nkill_grace = 1\nfence = 1.8", "", "pool.fence: 1.8: at most 3 × heartbeat − kill_grace − heartbeat/3 (1.66667), or 0 for no fence"),
+        ("heartbeat = 1\nkill_grace = 1\nfence = 1.5", "", None),
         # a blocking claim longer than the slot may stay silent
         ("heartbeat = 0.5\nclaim_timeout = 1\nkill_grace = 0.5", "", "pool.claim_timeout: 1.0: less than 2 × pool.heartbeat (1)"),
         ("heartbeat = 0.2\nkill_grace = 0.1\nclaim_timeout = 0.1", "", "pool.heartbeat: 0.2: at least 0.3 seconds"),

@@ -40,7 +40,7 @@ def test_a_stopped_supervisor_does_not_wedge_its_slot(h):
 def test_a_slot_keeps_reporting_through_a_long_kill_grace(h):
     # Given kill_grace just under the 3 heartbeats after which a silent slot is killed
     cfg = h.config(workers=1, heartbeat=1)
-    cfg.write_text(cfg.read_text().replace("kill_grace = 0.5", "kill_grace = 2.9"))
+    cfg.write_text(cfg.read_text().replace("kill_grace = 0.5", "kill_grace = 2.9\nfence = 0"))
     d = h.daemon()
     slot = d.wait_slots(1)
     # When a job that ignores SIGTERM reaches its timeout
