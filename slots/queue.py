@@ -156,7 +156,7 @@ class Queue:
         self.k = keys
         self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
-        self._texts = {name: scripts.text(name) for name in ("start", "settle")}  # the slot's hot path
+        self._texts = {name: scripts.text(name) for name in ("start", "settle", "progress")}  # the slot's hot path
         self._scripts = scripts.register(
             client, "enqueue", "requeue", "deadletter", "promote_due", "stamp", "unstick", "cancel"
         )
@@ -351,6 +351,17 @@ class Queue:
         if _s(res[0]) == "fenced":
             return SettleReply(SettleAnswer.FENCED, "")
         return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
+
+    def progress(self, job: JobRecord, token: str, event: dict) -> bool:
+        """One job_progress event (progress.lua), fenced by the attempt token. False when fenced."""
+        k = self.k
+        r = job.run or "-"
+        res = self.fast.script(
+            self._texts["progress"],
+            [k.job(job.id), k.run(r), k.run_events(r), k.events],
+            [job.id, token, _json.encode(event)],
+        )
+        return bool(res)
 
     def attempt_end(self, job_id: str) -> tuple[str, int, str]:
         """(state, attempts, error kind) of a job now: after a settle answered ``fenced`` on a retry,

@@ -27,6 +27,7 @@ stdout and stderr and keep running, and is still timed, cancelled and fenced unt
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import select
 import selectors
@@ -36,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 import psutil
 import structlog
@@ -47,6 +48,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 MAX_OUTPUT = 16 * 1024 * 1024  # a handler's stdout beyond this is bad_output
 STDERR_TAIL = 4096
+PROGRESS_FD = 3  # a command handler's progress pipe (slots/progress.py); TENDER_POOL_PROGRESS_FD names it
+PROGRESS_PIPE_SIZE = 1 << 20  # so a burst of progress lines never blocks the handler
 
 
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
@@ -59,6 +62,13 @@ def set_subreaper() -> None:
 
 def _child_setup() -> None:  # runs in the forked child before exec: async-signal-safe calls only
     _libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+class ProgressSink(Protocol):
+    def feed(self, data: bytes) -> None: ...
+    def due(self) -> bool: ...
+    def next_due(self) -> float | None: ...
+    def flush(self, force: bool = False) -> None: ...
 
 
 @dataclass
@@ -76,11 +86,12 @@ class Child:
     """A started job process: the small part of Popen's interface ``run`` needs, for both a
     posix_spawn'ed command and a forked Python child."""
 
-    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int):
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, progress_fd: int | None = None):
         self.pid = pid
         self.stdin = os.fdopen(stdin_fd, "wb", buffering=0)
         self.stdout = os.fdopen(stdout_fd, "rb", buffering=0)
         self.stderr = os.fdopen(stderr_fd, "rb", buffering=0)
+        self.progress = os.fdopen(progress_fd, "rb", buffering=0) if progress_fd is not None else None
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -116,34 +127,60 @@ def _pipes() -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
     return os.pipe(), os.pipe(), os.pipe()
 
 
+def _progress_pipe() -> tuple[int, int]:
+    """The progress pipe, both ends above fd 9 (so dup2 onto fd 3 in the child never closes its own
+    source), enlarged so a burst never blocks the writer."""
+    r, w = os.pipe()
+    out = []
+    for fd in (r, w):
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(fd)
+        out.append(high)
+    try:
+        fcntl.fcntl(out[1], fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)
+    except OSError:  # above /proc/sys/fs/pipe-max-size for an unprivileged user: keep the default
+        pass
+    return out[0], out[1]
+
+
 def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child:
     """posix_spawn (vfork-fast: ~1 ms, where fork+exec of a 40 MB slot with setsid costs ~5-9 ms) in a
     new session. posix_spawn cannot set PDEATHSIG in the child; the slot covers that instead: its own
     PDEATHSIG handler kills the running job's group before the slot exits (slot.py), and a slot that
     is SIGKILLed has its job's tree killed by the supervisor (group, subreaper orphans, marker sweep)."""
     (ir, iw), (or_, ow), (er, ew) = _pipes()
+    pr, pw = _progress_pipe()
     actions = [
         (os.POSIX_SPAWN_DUP2, ir, 0),
         (os.POSIX_SPAWN_DUP2, ow, 1),
         (os.POSIX_SPAWN_DUP2, ew, 2),
+        (os.POSIX_SPAWN_DUP2, pw, PROGRESS_FD),
     ]
-    for fd in (ir, iw, or_, ow, er, ew):
+    for fd in (ir, iw, or_, ow, er, ew, pr, pw):
         actions.append((os.POSIX_SPAWN_CLOSE, fd))
     full = list(argv)
+    env = dict(env, TENDER_POOL_PROGRESS_FD=str(PROGRESS_FD))
     if cwd:
-        env = dict(env, PWD=cwd)
+        env["PWD"] = cwd
     try:
         pid = os.posix_spawnp(full[0], full, env, file_actions=actions, setsid=True)
-    finally:
-        for fd in (ir, ow, ew):
+    except BaseException:
+        for fd in (iw, or_, er, pr):
             os.close(fd)
-    return Child(pid, iw, or_, er)
+        raise
+    finally:
+        for fd in (ir, ow, ew, pw):
+            os.close(fd)
+    return Child(pid, iw, or_, er, pr)
 
 
 def fork_call(fn: Callable[[], int], env: dict[str, str]) -> Child:
     """Run ``fn`` in a forked child (a warm copy of the slot: no interpreter start-up), in its own
-    session, dying with the slot. Its stdout/stderr come back through pipes like a command's."""
+    session, dying with the slot. Its stdout/stderr come back through pipes like a command's. Its
+    progress pipe stays where it is (fd 3 may be one of the slot's own, e.g. the warm JVM's):
+    ``TENDER_POOL_PROGRESS_FD`` names it."""
     (ir, iw), (or_, ow), (er, ew) = _pipes()
+    pr, pw = _progress_pipe()
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -153,8 +190,10 @@ def fork_call(fn: Callable[[], int], env: dict[str, str]) -> Child:
             os.dup2(ir, 0)
             os.dup2(ow, 1)
             os.dup2(ew, 2)
-            for fd in (ir, iw, or_, ow, er, ew):
+            for fd in (ir, iw, or_, ow, er, ew, pr):
                 os.close(fd)
+            os.set_inheritable(pw, True)
+            env = dict(env, TENDER_POOL_PROGRESS_FD=str(pw))
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
             os.environ.update(env)
@@ -169,9 +208,9 @@ def fork_call(fn: Callable[[], int], env: dict[str, str]) -> Child:
                 sys.stderr.flush()
             finally:
                 os._exit(code)
-    for fd in (ir, ow, ew):
+    for fd in (ir, ow, ew, pw):
         os.close(fd)
-    return Child(pid, iw, or_, er)
+    return Child(pid, iw, or_, er, pr)
 
 
 def run(
@@ -184,6 +223,7 @@ def run(
     tick: Callable[[], str | None],
     tick_every: float = 1.0,
     beat: Callable[[], None] | None = None,
+    progress: "ProgressSink | None" = None,
 ) -> RunResult:
     """Feed stdin, collect stdout and a stderr tail, and enforce the deadline (monotonic) until the
     process exits — not merely until its pipes close.
@@ -191,6 +231,9 @@ def run(
     ``tick`` is called at least every ``tick_every`` seconds; a non-None return ("cancel", "abort",
     "fenced") stops the attempt the same way a timeout does. ``beat`` is called while waiting out
     ``kill_grace`` after a stop, so the slot keeps reporting through a slow kill.
+    ``progress`` (slots/progress.ProgressFeed) gets whatever the child writes on its progress pipe,
+    read like its other pipes, and is flushed when due (at most ``RATE_HZ`` times a second) and once
+    more at the end; without it the pipe is still drained, so a handler never blocks on it.
     """
     out = bytearray()
     err = bytearray()
@@ -206,6 +249,10 @@ def run(
     sel.register(proc.stdout, selectors.EVENT_READ)
     sel.register(proc.stderr, selectors.EVENT_READ)
     streams = {proc.stdout, proc.stderr}
+    if proc.progress is not None:
+        os.set_blocking(proc.progress.fileno(), False)
+        sel.register(proc.progress, selectors.EVENT_READ)
+        streams.add(proc.progress)
     try:  # readable the instant the process exits: no sleep-polling once its pipes are closed
         pidfd: int | None = os.pidfd_open(proc.pid)
         sel.register(pidfd, selectors.EVENT_READ)
@@ -231,7 +278,13 @@ def run(
             if why:
                 stopped = why
                 break
-        wait = min(deadline, next_tick) - now
+        if progress is not None:
+            if progress.due():
+                progress.flush()
+            nd = progress.next_due()
+            wait = min(deadline, next_tick, nd if nd is not None else deadline) - now
+        else:
+            wait = min(deadline, next_tick) - now
         if exited_at:
             wait = min(wait, 0.05)
         elif pidfd is None and not streams:
@@ -259,7 +312,10 @@ def run(
                 sel.unregister(f)
                 streams.discard(f)  # type: ignore[arg-type]
                 continue
-            if f is proc.stdout:
+            if f is proc.progress:
+                if progress is not None:
+                    progress.feed(chunk)
+            elif f is proc.stdout:
                 if len(out) + len(chunk) > MAX_OUTPUT:
                     overflow = True
                 else:
@@ -271,12 +327,16 @@ def run(
     sel.close()
     if pidfd is not None:
         os.close(pidfd)
+    if progress is not None:
+        progress.flush(force=True)  # before the settle: its events precede job_completed
     signals: list[str] = []
     kill: KillReport | None = None
     if stopped:
         kill = kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None, beat=beat)
         signals = kill.signals
-    for f in (proc.stdin, proc.stdout, proc.stderr):
+    for f in (proc.stdin, proc.stdout, proc.stderr, proc.progress):
+        if f is None:
+            continue
         try:
             f.close()
         except OSError:

@@ -50,6 +50,7 @@ from tender_pool.supervisor.types import (
 
 from . import faults, kinds, runner
 from .busy import BusyTracker
+from .progress import ProgressFeed
 from .connection import NotReplicated
 from .heartbeat import Reporter
 from .queue import (
@@ -110,6 +111,7 @@ class Slot:
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
         self.last_cancel_poll = 0.0
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
+        self.progress: ProgressFeed | None = None  # the running attempt's fd-3 feed
         base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
         self.kinds = kinds.build(cfg, base_env)
         self.q = Queue.for_config(cfg)
@@ -335,6 +337,7 @@ class Slot:
         busy.child_pid = self.child_pid = proc.pid
         self.reporter.send(busy)
         log.info("job_started", pid=proc.pid)
+        self.progress = ProgressFeed(lambda ev: self._send_progress(job, st.token, ev))
         res = runner.run(
             proc,
             launch.stdin,
@@ -344,8 +347,11 @@ class Slot:
             tick=lambda: self._tick(job, st.token),
             tick_every=min(1.0, self.beat_every),
             beat=self.beat,
+            progress=self.progress,
         )
         self.child_pid = 0
+        if self.aborting and res.stopped is None and res.returncode != 0:
+            res.stopped = "abort"  # the supervisor stopped it (fence) while we were not looking: not a try
         outcome = kind.conclude(job, st.attempt, res)
         keep = set().union(*(k.keep() for k in self.kinds.values()))
         leftovers = runner.reap_orphans(keep=keep)
@@ -361,6 +367,14 @@ class Slot:
             error_kind=outcome.error.kind if outcome.error else None,
         )
         return outcome, True
+
+    def _send_progress(self, job: JobRecord, token: str, event: dict) -> bool:
+        """progress.lua on the FastLane; a Redis error drops the event (counted), never the job."""
+        try:
+            return self.q.progress(job, token, event)
+        except redis.RedisError as e:
+            self._redis_error(e)
+            return False
 
     def _tick(self, job: JobRecord, token: str) -> str | None:
         self.beat(force=True)
@@ -437,9 +451,12 @@ class Slot:
                 outcome=_ENDS[verdict] if reply.answer else AttemptEnd.FENCED,
                 error_kind=outcome.error.kind if outcome.error else None,
                 killed=outcome.signals,
+                progress_events=self.progress.events if self.progress else 0,
+                progress_dropped=self.progress.dropped if self.progress else 0,
                 **self.busy.finished_fields(job, outcome),
             )
         )
+        self.progress = None
         self.reporter.send(Idle())
         self.title("idle")
 

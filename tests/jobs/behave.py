@@ -6,7 +6,9 @@ sleep (seconds; with sleep_once only on attempt 1), exit (status), stdout (raw t
 (exit 3 with {"error": …}), escape (spawn a setsid grandchild and a double-forked child that sleep
 forever, writing their pids to <record>/<id>.escaped), ignore_term (ignore SIGTERM), fail_until
 (fail with exit 1 while attempt < this), crash_slot (SIGKILL the parent slot process), close_pipes
-(close stdout and stderr, then carry on: sleep and exit as asked).
+(close stdout and stderr, then carry on: sleep and exit as asked), progress (a list of objects written
+as JSON lines to the progress fd, with progress_gap seconds between them), progress_flood (bytes of
+chunk lines to write to the progress fd as fast as possible; the time taken goes to <record>/<id>.flood).
 """
 import json
 import os
@@ -47,6 +49,21 @@ if p.get("close_pipes"):
     os.close(2)
 if p.get("crash_slot"):
     os.kill(os.getppid(), signal.SIGKILL)
+if p.get("progress") or p.get("progress_flood"):
+    pf = os.fdopen(int(os.environ["TENDER_POOL_PROGRESS_FD"]), "w", buffering=1)
+    for line in p.get("progress") or []:
+        pf.write(json.dumps(line) + "\n")
+        if p.get("progress_gap"):
+            time.sleep(p["progress_gap"])
+    if p.get("progress_flood"):
+        t0 = time.time()
+        piece = json.dumps({"chunk": "x" * 1000}) + "\n"
+        for _ in range(int(p["progress_flood"]) // len(piece)):
+            pf.write(piece)
+        if rec:
+            with open(os.path.join(rec, f"{job['id']}.flood"), "w") as f:
+                f.write(str(time.time() - t0))
+    pf.flush()
 if p.get("sleep") and not (p.get("sleep_once") and job["attempt"] > 1):
     end = time.time() + float(p["sleep"])
     while time.time() < end:
