@@ -13,7 +13,7 @@ Why a watcher sees every event exactly once:
   after the run's creation.
 - Following is ``XREAD`` after the last id delivered, so a reconnect with that id resumes exactly.
 - Streams are trimmed (``MAXLEN ~``). A resume point older than what was trimmed
-  (``max-deleted-entry-id`` > since) cannot be resumed: a new snapshot with ``gap`` true is
+  (``trimmed_past``) cannot be resumed: a new snapshot with ``gap`` true is
   delivered instead, then events after it. The same check runs whenever a read comes back full
   (the watcher is lagging, so trimming may have overtaken it).
 """
@@ -132,6 +132,19 @@ def _parse_since(since: str) -> str:
     return since if "-" in since else since + "-0"
 
 
+def trimmed_past(info: dict, since: str) -> bool:
+    """Were events after ``since`` trimmed off this stream (``XINFO STREAM``)? Trimming (unlike
+    XDEL) leaves ``max-deleted-entry-id`` alone, so: some entries were removed (``entries-added``
+    > ``length``) and ``since`` is older than the first entry left. Resuming exactly at the last
+    entry trimmed is taken for a gap too: one snapshot more, never an event lost."""
+    if int(info.get("entries-added") or 0) <= int(info.get("length") or 0):
+        return False
+    first = info.get("first-entry")
+    if not first:
+        return _id(info.get("last-generated-id") or b"0-0") > _id(since)
+    return _id(first[0]) > _id(since)
+
+
 def _trimmed_past(k: Keys, run_id: str, since: str) -> Steps:
     """Steps returning (gap, run state, last id): whether events after ``since`` were trimmed."""
 
@@ -145,9 +158,7 @@ def _trimmed_past(k: Keys, run_id: str, since: str) -> Steps:
         raise NotFound(f"no such run: {run_id}")
     if isinstance(info, Exception):  # no stream (expired, or never written): nothing to resume
         return True, state, "0-0"
-    deleted = info.get("max-deleted-entry-id") or b"0-0"
-    last = info.get("last-generated-id") or b"0-0"
-    return _id(deleted) > _id(since), state, records.s(last)
+    return trimmed_past(info, since), state, records.s(info.get("last-generated-id") or b"0-0")
 
 
 def follow(k: Keys, run_id: str, since: str | None = None, block_ms: int = 2000) -> Steps:

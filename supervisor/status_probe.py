@@ -22,6 +22,7 @@ import redis
 from tender_pool.slots import scripts
 from tender_pool.slots.connection import connect
 
+from tender_pool.client.follow import trimmed_past
 from tender_pool.client.models import Counts
 
 from .config import Config
@@ -97,7 +98,7 @@ class RunTracker:
     - then only the queue's ``events`` stream is tailed from where the last read stopped, for
       ``run_started`` (a new run, or a retried one reopening) and ``run_finished`` (an end: its final
       state, job count and time from creation); the active runs' counts are read in one pipeline.
-    - if trimming overtook the tail (``max-deleted-entry-id`` past it), the index is walked again.
+    - if trimming overtook the tail (``follow.trimmed_past``), the index is walked again.
 
     Every host's probe sees every run of the queue: aggregate the run metrics with ``max`` across
     hosts, not ``sum``. Not thread-safe by itself (``QueueProbe``'s lock guards it)."""
@@ -128,8 +129,7 @@ class RunTracker:
             info = self.r.xinfo_stream(self.k.events)
         except redis.ResponseError:  # no stream yet
             return False
-        deleted = (info.get("max-deleted-entry-id") or b"0-0").decode()
-        return _sid(deleted) > _sid(self.last_id or "0-0")
+        return trimmed_past(info, self.last_id or "0-0")
 
     def _sync(self) -> None:
         """Every run of the index: the active ones kept, none counted as ended."""
@@ -191,11 +191,6 @@ class RunTracker:
 
 
 COUNT_NAMES = ("queued", "waiting", "running", "completed", "failed", "cancelled", "skipped")
-
-
-def _sid(v: str) -> tuple[int, int]:
-    ms, _, seq = v.partition("-")
-    return int(ms), int(seq or 0)
 
 
 class _RunEvent(msgspec.Struct):
