@@ -259,6 +259,12 @@ def xlrd_blocks(path: str) -> list[Block]:
 
 def read_xls(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, warm,
              timings: dict) -> list[Block]:
+    if sniffed.format == "xls" and not sniffed.detail:
+        from .xls_stream import read_stream
+
+        fast = read_stream(path)  # large plain BIFF8 workbooks: one pass here instead of the JVM
+        if fast is not None:
+            return fast
     if sniffed.detail != "biff-raw":
         blocks, poi_error, why = _try_poi(path, "xls", timeout=timeout, heap=heap, warm=warm, timings=timings)
         if blocks is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 import re
 
 _DATE_TOKENS = re.compile(r"(yyyy|yy|mmmm|mmm|mm|m|dddd|ddd|dd|d|hh|h|ss|s|am/pm|a/p)", re.I)
@@ -29,7 +30,9 @@ def general(v: float) -> str:
     if float(v).is_integer() and abs(v) < 1e15:
         return str(int(v))
     a = abs(v)
-    if a >= 1e15 or a < 1e-9:
+    if 0 < a < 1:
+        return _general_fraction(v)
+    if a >= 1e15:
         s = f"{v:.5E}"
         mant, exp = s.split("E")
         mant = mant.rstrip("0").rstrip(".")
@@ -40,11 +43,26 @@ def general(v: float) -> str:
     return s
 
 
+def _general_fraction(v: float) -> str:
+    """0 < |v| < 1 under General, as Excel and LibreOffice show it (POI's NumberToTextConverter): 15 significant
+    digits, written out unless that takes more than 20 characters (-4.19095158576965E-09, 0.000123)."""
+    mant, exp = f"{abs(v):.14e}".split("e")
+    digits = mant.replace(".", "").rstrip("0") or "0"
+    e = int(exp)
+    sign = "-" if v < 0 else ""
+    if 2 + (-e - 1) + len(digits) > 20:
+        return f"{sign}{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}E-{-e:02d}"
+    if e >= 0:  # rounded up to 1
+        return f"{sign}1"
+    return f"{sign}0.{'0' * (-e - 1)}{digits}"
+
+
 @functools.lru_cache(maxsize=512)
 def _strip_codes(section: str) -> str:
+    section = re.sub(r"\[\$([^\]\-]*)(?:-[^\]]*)?\]", lambda m: f'"{m.group(1)}"' if m.group(1) else "", section)  # [$$-409]
     section = re.sub(r"\[[^\]]*\]", "", section)  # [Red], [$-804], [DBNum1]
     section = section.replace("_)", "").replace("_(", "")
-    section = re.sub(r"_.", "", section)
+    section = re.sub(r"_.|_$", "", section)  # a padding space ("_)"), also where the code's end was stripped
     section = re.sub(r"\*.", "", section)
     return section
 
@@ -140,6 +158,18 @@ def _plan(section: str) -> tuple:
             int_part.replace(",", "").count("0"))
 
 
+def _half_up(v: float, decimals: int) -> float:
+    """v nudged one ulp away from zero when it lies exactly halfway at ``decimals`` places: spreadsheets round
+    such ties up (4521330.625 shows 4,521,330.63), Python's format() rounds them to even."""
+    x = v * _TENS[decimals] if decimals < len(_TENS) else v
+    if x - math.floor(x) == 0.5:
+        return math.nextafter(v, math.copysign(math.inf, v))
+    return v
+
+
+_TENS = [10.0 ** k for k in range(16)]
+
+
 def _format_number(v: float, section: str) -> str:
     plan = _plan(section)
     if plan[0] == "text":
@@ -154,7 +184,8 @@ def _format_number(v: float, section: str) -> str:
     _, _, _, _, scale, decimals, required_dec, thousands, min_int = plan
     for _ in range(scale):
         v /= 1000
-    s = f"{abs(v):,.{decimals}f}" if thousands else f"{abs(v):.{decimals}f}"
+    v = _half_up(abs(v), decimals)
+    s = f"{v:,.{decimals}f}" if thousands else f"{v:.{decimals}f}"
     if decimals and required_dec < decimals:
         whole, frac = s.split(".")
         frac = frac.rstrip("0")
@@ -216,3 +247,78 @@ def format_value(value, code: str | None, *, is_date: bool | None = None) -> str
         return out
     except (ValueError, IndexError, OverflowError):
         return general(v)
+
+
+def _section_formatter(section: str):
+    """``_format_number(x, section)`` as a function of x; one ``format()`` call for plain fixed-decimal plans."""
+    plan = _plan(section)
+    if plan[0] == "fixed":
+        _, prefix, suffix, percent, scale, decimals, required, thousands, min_int = plan
+        if not scale and required == decimals and min_int == 1 and decimals < len(_TENS):
+            spec = f"{',' if thousands else ''}.{decimals}f"
+            tens = _TENS[decimals]
+
+            def fixed(x):
+                if percent:
+                    x = x * 100
+                t = x * tens
+                if t - math.floor(t) == 0.5:  # an exact tie: half up, as _half_up
+                    x = math.nextafter(x, math.copysign(math.inf, x))
+                return prefix + format(x, spec) + suffix
+            return fixed
+    return lambda x: _format_number(x, section)
+
+
+@functools.lru_cache(maxsize=256)
+def formatter(code: str):
+    """``format_value(v, code, is_date=False)`` for a number v, compiled once per format code.
+
+    Why: a large sheet formats tens of thousands of numbers under a handful of codes; sections are split and
+    planned once here, and plain fixed-decimal sections (``0.000``, ``#,##0.00``, ``$#,##0.00_);($#,##0.00)``)
+    become one ``format()`` call (~0.5 µs instead of ~5 µs). Same results as ``format_value``."""
+    c = (code or "General").strip()
+    if c.lower() in ("general", "@", ""):
+        return general
+    if is_date_format(c):
+        return lambda v: format_value(v, code, is_date=False)
+    sections = c.split(";")
+    if len(sections) == 1:
+        plan = _plan(_strip_codes(c))
+        if plan[0] == "fixed" and plan[1:5] == ("", "", False, 0) and plan[6] == plan[5] and plan[8] == 1 \
+                and plan[5] < len(_TENS):
+            spec, tens = f"{',' if plan[7] else ''}.{plan[5]}f", _TENS[plan[5]]
+
+            def plain(v) -> str:  # the commonest codes (0.00, #,##0.00): sign and digits straight from format()
+                if isinstance(v, bool):
+                    return "TRUE" if v else "FALSE"
+                t = v * tens
+                if t - math.floor(t) == 0.5:
+                    v = math.nextafter(v, math.copysign(math.inf, v))
+                out = format(v, spec)
+                return out[1:] if out[0] == "-" and not v < 0 else out
+            return plain
+    pos = _section_formatter(_strip_codes(sections[0]))
+    neg = zero = None
+    if len(sections) >= 2:
+        sec = _strip_codes(sections[1])
+        neg = _section_formatter(sec) if sec.strip() else (lambda x: "")
+    if len(sections) >= 3:
+        sec = _strip_codes(sections[2])
+        zero = _section_formatter(sec) if sec.strip() else (lambda x: "")
+
+    def show(v) -> str:
+        if isinstance(v, bool):
+            return "TRUE" if v else "FALSE"
+        v = float(v)
+        try:
+            if v < 0 and neg is not None:
+                return neg(-v)
+            if v == 0 and zero is not None:
+                return zero(v)
+            out = pos(abs(v))
+            if v < 0 and not out.startswith("-"):
+                out = "-" + out
+            return out
+        except (ValueError, IndexError, OverflowError):
+            return general(v)
+    return show
