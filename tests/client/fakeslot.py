@@ -46,7 +46,8 @@ class FakeSlot:
         self.emit({"type": EVENT[new], "run_id": self.run_id, "state": state, "counts": c, "job_id": job_id,
                    "key": key, "job_state": new}, maxlen)
         if final:
-            self.r.hset(run, mapping={"state": final, "finished_at": 1})
+            created = int(self.r.hget(run, "created_at"))
+            self.r.hset(run, mapping={"state": final, "finished_at": created + 1500})
             self.emit({"type": "run_finished", "run_id": self.run_id, "state": final, "counts": c,
                        "job_id": None, "key": None, "job_state": None}, maxlen)
 
@@ -57,5 +58,8 @@ class FakeSlot:
                    "progress": progress, "message": message, "chunk": chunk}, maxlen)
 
     def emit(self, body: dict, maxlen: int | None) -> None:
+        """To the run's stream, and (but progress) to the queue's ``events`` stream, as lib.lua's emit."""
         kw = {"maxlen": maxlen, "approximate": False} if maxlen else {}
         self.r.xadd(self.k.run_events(self.run_id), {"e": json.dumps(body)}, **kw)
+        if body["type"] != "job_progress":
+            self.r.xadd(self.k.events, {"e": json.dumps(body)})
