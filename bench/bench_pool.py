@@ -3,7 +3,9 @@
 
 Runs a private redis-server on a Unix socket and a real `tender-pool run` with 4 slots and command
 handlers, then prints a table. Figures, not assertions: the machines are noisy, so compare ratios of
-rows taken in one run (``--peers`` adds Dramatiq and RQ doing the same no-op work in the same run).
+rows taken in one run. ``make bench`` runs this quick table; the comparison with the peers, measured
+the same way for every system, is ``bench/compare`` (``--peers`` here runs its quick version for
+Dramatiq and RQ after this table).
 
     .venv/bin/python bench/bench_pool.py [--jobs 2000] [--peers]
 """
@@ -224,55 +226,10 @@ def main() -> None:
 
 
 def peers(tmp: Path, sock: str, n: int, ours: float) -> list[tuple[str, str, str]]:
-    """Dramatiq and RQ, 4 worker processes each, a no-op Python function, same Redis, same run."""
-    out = []
-    mod = tmp / "peerjobs.py"
-    mod.write_text(
-        "import dramatiq\nfrom dramatiq.brokers.redis import RedisBroker\n"
-        f"dramatiq.set_broker(RedisBroker(unix_socket_path={sock!r}))\n"
-        "@dramatiq.actor(max_retries=0)\ndef noop():\n    pass\n"
-        "def rq_noop():\n    return None\n"
-    )
-    env = dict(os.environ, PYTHONPATH=str(tmp))
-    py = sys.executable
-    try:
-        import dramatiq  # noqa: F401
-        import rq  # noqa: F401
-    except ImportError:
-        return [("peers", "skipped", "pip install dramatiq rq")]
-    # Dramatiq: 4 processes x 1 thread
-    r = redis.Redis(unix_socket_path=sock)
-    code = (
-        "import sys; sys.path.insert(0, %r); import peerjobs\n"
-        "for _ in range(%d): peerjobs.noop.send()\n" % (str(tmp), n)
-    )
-    subprocess.run([py, "-c", code], env=env, check=True)
-    t0 = time.monotonic()
-    w = subprocess.Popen([py, "-m", "dramatiq", "peerjobs", "-p", "4", "-t", "1"], env=env, cwd=tmp,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    while r.llen("dramatiq:default") > 0 or r.hlen("dramatiq:default.msgs") > 0:
-        time.sleep(0.02)
-    dr = n / (time.monotonic() - t0)
-    os.killpg(w.pid, signal.SIGKILL)  # measured already; its graceful stop is not under test
-    w.wait(30)
-    out.append(("Dramatiq no-op jobs/s (4 proc x 1 thread)", f"{dr:.0f}", f"ours / Dramatiq = {ours / dr:.2f} (includes its worker boot)"))
-    # RQ: worker-pool with 4 workers; it forks a work horse per job
-    code = (
-        "import sys; sys.path.insert(0, %r)\nfrom redis import Redis\nfrom rq import Queue\n"
-        "q = Queue(connection=Redis(unix_socket_path=%r))\n"
-        "for _ in range(%d): q.enqueue('peerjobs.rq_noop')\n" % (str(tmp), sock, n // 4)
-    )
-    subprocess.run([py, "-c", code], env=env, check=True)
-    t0 = time.monotonic()
-    w = subprocess.Popen([py, "-m", "rq.cli", "worker-pool", "-n", "4", "--url", f"unix://{sock}"], env=env,
-                         cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    while r.llen("rq:queue:default") > 0 or r.zcard("rq:wip:default") > 0:
-        time.sleep(0.02)
-    rqr = (n // 4) / (time.monotonic() - t0)
-    os.killpg(w.pid, signal.SIGKILL)
-    w.wait(30)
-    out.append(("RQ no-op jobs/s (worker-pool -n 4)", f"{rqr:.0f}", f"ours / RQ = {ours / rqr:.1f}; {n // 4} jobs (it forks per job)"))
-    return out
+    """The peers are measured by bench/compare, first job start → last finish for everyone (this
+    table's own figures above include no worker boot either); its quick run, Dramatiq and RQ."""
+    rc = subprocess.run([str(REPO / "bench" / "compare"), "--quick", "--no-scale", "--only", "tender-pool,dramatiq,rq"]).returncode
+    return [("peers", "see the table above" if rc == 0 else f"bench/compare exited {rc}", "bench/compare --quick")]
 
 
 if __name__ == "__main__":

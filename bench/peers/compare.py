@@ -14,6 +14,7 @@ for at most ``--recovery-wait`` s; best settings one at a time).
 from __future__ import annotations
 
 import argparse
+import subprocess
 import shutil
 import tempfile
 import threading
@@ -75,22 +76,25 @@ def running_phase(s, counters: RedisCounters, a: argparse.Namespace, capacity: f
         time.sleep(2.0)
         procs = tree(s.roots())
         out["pss"], out["nproc"] = pss_mib(procs), len(procs)
-        # pick-up, idle: one job every 50 ms (each finds the workers idle)
+        # pick-up, idle: one job every 50 ms, or at a tenth of the capacity if slower (each finds the
+        # workers idle)
         t = time.time()
         base = s.done()
-        s.paced("noop", a.pickup, 20.0)
-        wait_done(s, base + a.pickup, 120)
+        n = max(10, a.pickup // s.share)
+        s.paced("noop", n, min(20.0, capacity / 10))
+        wait_done(s, base + n, 300)
         lat = latencies(s, t)
         out["idle_p50"], out["idle_p99"] = pct(lat, 0.5), pct(lat, 0.99)
         # CPU per job, by process, over a batch queued in one go (Redis: the enqueue included)
         procs = tree(s.roots())
         c0, r0 = cpu_of(procs), counters.snap()
         base = s.done()
-        s.enqueue("noop", a.cpu_jobs)
-        wait_done(s, base + a.cpu_jobs, 300)
+        n = max(20, a.cpu_jobs // s.share)
+        s.enqueue("noop", n)
+        wait_done(s, base + n, 300)
         c1, r1 = cpu_of(procs), counters.snap()
-        out["cpu"] = cpu_split(s, c0, c1, a.cpu_jobs)
-        out["cpu"]["redis"] = (r1["cpu"] - r0["cpu"]) * 1000 / a.cpu_jobs
+        out["cpu"] = cpu_split(s, c0, c1, n)
+        out["cpu"]["redis"] = (r1["cpu"] - r0["cpu"]) * 1000 / n
         # pick-up at 50 % of this system's measured no-op capacity
         rate = 0.5 * capacity
         n = max(20, int(rate * a.load_s))
@@ -194,6 +198,12 @@ def main() -> None:
             scale.run(tmp, sock, quick=a.quick, redis_pid=rp.pid)
         print(f"\nmachine at the end: {machine()}")
     finally:
+        from systems import LAUNCHED
+        from measure import kill_group
+
+        for p in LAUNCHED:
+            if p.poll() is None:
+                kill_group(p.pid)
         rp.kill()
         rp.wait()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -217,11 +227,10 @@ def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
         for s in order:
             print(f"rep {rep + 1}: {s.name} ({machine()})", flush=True)
             try:
-                n = a.jobs // 4 if s.system == "rq" else a.jobs  # RQ forks a work horse per job
-                t = throughput(s, counters, "noop", n)
+                t = throughput(s, counters, "noop", max(20, a.jobs // s.share))
                 for k in ("e2e", "f2l", "cmds", "reads", "xadd", "boot_s"):
                     add(s.name, f"noop_{k}", t[k])
-                t = throughput(s, counters, "sleep10", a.sleep_jobs // (4 if s.system == "rq" else 1))
+                t = throughput(s, counters, "sleep10", max(20, a.sleep_jobs // s.share))
                 add(s.name, "sleep_e2e", t["e2e"])
                 add(s.name, "sleep_f2l", t["f2l"])
                 p = running_phase(s, counters, a, res[s.name]["noop_f2l"][-1])
@@ -231,15 +240,21 @@ def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
                             add(s.name, f"cpu_{ck}", cv)
                     else:
                         add(s.name, k, v)
-            except Timeout as e:
-                print(f"  timed out: {e}", flush=True)
+            except (Timeout, subprocess.CalledProcessError) as e:
+                print(f"  {s.name} failed in this repetition: {e}", flush=True)
                 s.stop()
     print("recovery: SIGKILL of the worker running a 3 s job", flush=True)
     rec: dict[str, list[dict]] = {s.name: [] for s in systems}
     counters.r.flushall()
     peers = [s for s in systems if not isinstance(s, Ours)]
-    threads = [threading.Thread(target=lambda s=s: rec[s.name].append(recovery(s, "default", a.recovery_wait)))
-               for s in peers]
+    def guarded(s, mode: str) -> None:
+        try:
+            rec[s.name].append(recovery(s, mode, a.recovery_wait))
+        except (Timeout, subprocess.CalledProcessError) as e:
+            print(f"  {s.name} {mode}: {e}", flush=True)
+            s.stop()
+
+    threads = [threading.Thread(target=guarded, args=(s, "default")) for s in peers]
     for t in threads:
         t.start()
     for t in threads:
@@ -247,7 +262,7 @@ def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
     for s in systems:
         counters.r.flushall()
         s.restarted = 0
-        rec[s.name].append(recovery(s, "best" if not isinstance(s, Ours) else "default", a.recovery_wait))
+        guarded(s, "best" if not isinstance(s, Ours) else "default")
     report(systems, res, rec, a)
 
 
@@ -305,7 +320,7 @@ def report(systems, res, rec, a) -> None:
             print(f"  {s.name:<12} {r['mode']:<8} {val:<60} [{r['settings']}{extra}]")
     print("\nnotes: ours pick-up = job hash created_at → started_at (Redis TIME, 1 ms resolution; stamped by "
           "start.lua, before the job process is spawned); peers = just before the enqueue call → the job "
-          "function's first line. RQ runs a quarter of the jobs (it forks per job).")
+          "function's first line. RQ runs 1/4 of the jobs (it forks per job), ARQ 1/20 (it polls every 0.5 s).")
 
 
 if __name__ == "__main__":

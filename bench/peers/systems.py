@@ -28,10 +28,13 @@ from measure import kill_group
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 PEERS_PY = REPO / "bench" / ".venv-peers" / "bin" / "python"
+ARQ_PY = REPO / "bench" / ".venv-peers" / "arq" / "bin" / "python"  # ARQ wants redis-py < 6, Celery >= 6.4
+LAUNCHED: list[subprocess.Popen] = []  # every worker process started, for the harness's last cleanup
 
 
 class Peer:
-    restarts_note = ""
+    py = PEERS_PY
+    share = 1  # runs 1/share of the jobs: RQ forks per job, ARQ polls every 0.5 s
 
     def __init__(self, name: str, sock: str, tmp: Path):
         self.name, self.sock, self.tmp = name, sock, tmp
@@ -53,7 +56,9 @@ class Peer:
 
     def launch(self, argv: list[str], extra: dict) -> subprocess.Popen:
         log = open(self.tmp / f"{self.name}.log", "ab")
-        return subprocess.Popen(argv, env=self.env(extra), cwd=HERE, stdout=log, stderr=log, start_new_session=True)
+        p = subprocess.Popen(argv, env=self.env(extra), cwd=HERE, stdout=log, stderr=log, start_new_session=True)
+        LAUNCHED.append(p)
+        return p
 
     def start(self, recovery: str = "default") -> None:
         self.recovery = recovery
@@ -79,7 +84,7 @@ class Peer:
 
     # --- jobs -------------------------------------------------------------------------------------
     def ctl(self, *args: str) -> None:
-        subprocess.run([str(PEERS_PY), str(HERE / "peerctl.py"), *args, ], env=self.env(), cwd=HERE, check=True,
+        subprocess.run([str(self.py), str(HERE / "peerctl.py"), *args], env=self.env(), cwd=HERE, check=True,
                        stdout=subprocess.DEVNULL)
 
     def enqueue(self, kind: str, n: int) -> None:
@@ -138,6 +143,7 @@ class Celery(Peer):
 
 class Rq(Peer):
     system = "rq"
+    share = 4
     label = "RQ worker-pool -n 4"
     settings = {"default": "maintenance_interval 600 s, no Retry",
                 "best": "Retry(max=3), maintenance_interval=1, job_monitoring_interval=1"}
@@ -162,6 +168,8 @@ class Rq(Peer):
 
 class Arq(Peer):
     system = "arq"
+    py = ARQ_PY
+    share = 20
     settings = {"default": "job_timeout 300 s (in-progress key 310 s)", "best": "job_timeout=5 (in-progress key 15 s)"}
 
     def __init__(self, name, sock, tmp, procs: int, max_jobs: int):
@@ -170,7 +178,7 @@ class Arq(Peer):
         self.label = f"ARQ {procs} proc × max_jobs={max_jobs}"
 
     def commands(self):
-        arq = str(PEERS_PY.with_name("arq"))
+        arq = str(ARQ_PY.with_name("arq"))
         return [([arq, "jobs_arq.WorkerSettings"], {"BENCH_ARQ_MAX_JOBS": str(self.max_jobs)})
                 for _ in range(self.n_procs)]
 
@@ -180,6 +188,7 @@ class Ours:
     group per job, the per-user lock in force (50 users in turn)."""
 
     name = system = "tender-pool"
+    share = 1
     label = "tender-pool 4 slots (sh -c per job)"
     settings = {"default": "defaults (heartbeat 10 s)", "best": "same"}
     restarted = 0
@@ -233,6 +242,7 @@ timeout = 30
         log = open(self.tmp / "ours.log", "ab")
         self.d = subprocess.Popen([str(self.bin), "run", "-c", str(self.cfg)], stdout=log, stderr=log,
                                   start_new_session=True)
+        LAUNCHED.append(self.d)
 
     def wait_slots(self) -> None:
         while len(self.slots()) < 4:
