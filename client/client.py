@@ -150,15 +150,19 @@ class Client:
                 missing = [d for d, n in zip(req.after, self._exist_each(req.after)) if not n]
                 if missing:  # a cycle needs an id that does not exist yet: refusing those rules cycles out
                     raise BadInput(f"--after {missing[0]}: no such job")
-            wait_replicated(
-                self.r, self.replicas, self.wait_ms,
-                lambda p: self._scripts["enqueue"](
+
+            def write(p: Any) -> None:  # the job is read back in the same round trip
+                self._scripts["enqueue"](
                     keys=[k.job(jid), k.ready(req.priority), k.ready_lo, k.ready_lo, *k.state_keys(req.user)],
                     args=[jid, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
                     client=p,
-                ),
-            )
-            return self.job(jid)
+                )
+                p.hgetall(k.job(jid))
+
+            _created, h = wait_replicated(self.r, self.replicas, self.wait_ms, write)
+        if not h:  # expired at once (a zero retention): it existed
+            raise NotFound(f"no such job: {jid}")
+        return JobView.of(records.decode_job(records.as_dict(h)))
 
     def _exist_each(self, ids: list[str]) -> list[int]:
         p = self.r.pipeline(transaction=False)
