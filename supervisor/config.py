@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,14 +20,33 @@ from typing import Any, Mapping
 import msgspec
 
 DEFAULT_PATHS = ("./tender-pool.toml", "/etc/tender-pool/tender-pool.toml")
+MAX_SECONDS = 10 * 365 * 86400.0  # durations: finite, and small enough for integer milliseconds
+MIN_JVM_HEAP, MAX_JVM_HEAP = 16 << 20, 64 << 30  # the JVM refuses heaps of a few MiB; POI needs more
+
+
+def _jvm_bytes(size: str) -> int | None:
+    """``"512m"`` → bytes, as the JVM's -Xmx reads it; None when it is not such a size."""
+    digits, unit = (size[:-1], size[-1].lower()) if size and size[-1].lower() in "kmg" else (size, "")
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(digits) << {"": 0, "k": 10, "m": 20, "g": 30}[unit]
 
 
 class ConfigError(Exception):
     """A bad value; ``str()`` is the contract's one-line message (without the ``config: `` prefix)."""
 
     def __init__(self, key: str, value: Any, allowed: str):
+        key, allowed = _one_line(key), _one_line(allowed)  # a line break would split the contract's one line
         self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(f"{key}: {value!r}: {allowed}" if not isinstance(value, str) else f"{key}: {value}: {allowed}")
+        shown = _one_line(value) if isinstance(value, str) else repr(value)
+        super().__init__(f"{key}: {shown}: {allowed}")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every character that ``str.splitlines`` breaks on written as an escape."""
+    if len(text.splitlines()) <= 1 and "\n" not in text and "\r" not in text:
+        return text
+    return "".join(c.encode("unicode_escape").decode() if (c + "x").splitlines()[0] == "" else c for c in text)
 
 
 class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -177,10 +197,17 @@ def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Confi
     found = discover(path, env)
     raw: dict[str, Any] = {}
     if found is not None:
+        where = "-c" if path else "TENDER_POOL_CONFIG"
         try:
+            if not stat.S_ISREG(found.stat().st_mode):  # a directory or a FIFO: never open it
+                raise ConfigError(where, str(found), "a regular file")
             raw = tomllib.loads(found.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError("-c" if path else "TENDER_POOL_CONFIG", str(found), "no such file") from None
+            raise ConfigError(where, str(found), "no such file") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(str(found), "TOML", f"not UTF-8 ({e.reason} at byte {e.start})") from None
+        except OSError as e:
+            raise ConfigError(where, str(found), f"unreadable ({e.strerror})") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(str(found), "TOML", str(e)) from None
     try:
@@ -192,7 +219,7 @@ def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Confi
 
     if "TENDER_PARSE_WORKER_COUNT" in env:
         v = env["TENDER_PARSE_WORKER_COUNT"]
-        if not v.strip().isdigit() or not 1 <= int(v) <= 4:
+        if not (v.strip().isascii() and v.strip().isdigit()) or not 1 <= int(v) <= 4:
             raise ConfigError("TENDER_PARSE_WORKER_COUNT", v, "an integer from 1 to 4")
         cfg.pool.worker_count = int(v)
     if env.get("TENDER_POOL_REDIS_URL"):
@@ -311,8 +338,8 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         ("redis.socket_timeout", cfg.redis.socket_timeout),
         ("redis.wait_timeout", cfg.redis.wait_timeout),
     ):
-        if not val > 0:
-            raise ConfigError(key, val, "a positive number of seconds")
+        if not 0 < val < MAX_SECONDS:  # inf (TOML has it) would overflow every conversion to ms
+            raise ConfigError(key, val, f"a positive number of seconds (under {MAX_SECONDS:g})")
     _check_timings(cfg)
     for name, text in (("redis.prefix", cfg.redis.prefix), ("pool.queue", p.queue)):
         if not text or any(c in text for c in "{}: \t\n"):
@@ -325,15 +352,15 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         if not os.path.isabs(root):
             raise ConfigError(f"pool.input_roots[{i}]", root, "an absolute path")
     heap = cfg.extract.jvm_heap
-    if not (heap[:-1].isdigit() and heap[-1].lower() in "kmg") and not heap.isdigit():
-        raise ConfigError("extract.jvm_heap", heap, 'a JVM size such as "512m"')
+    if _jvm_bytes(heap) is None or not MIN_JVM_HEAP <= _jvm_bytes(heap) <= MAX_JVM_HEAP:  # type: ignore[operator]
+        raise ConfigError("extract.jvm_heap", heap, 'a JVM size from "16m" to "64g", such as "512m"')
     for name, h in cfg.handlers.items():
         if name == "parse_markdown":
             raise ConfigError(f"handlers.{name}", name, "a name other than the built-in parse_markdown")
         if not h.command:
             raise ConfigError(f"handlers.{name}.command", h.command, "a non-empty argv list")
-        if not h.timeout > 0:
-            raise ConfigError(f"handlers.{name}.timeout", h.timeout, "a positive number of seconds")
+        if not 0 < h.timeout < MAX_SECONDS:
+            raise ConfigError(f"handlers.{name}.timeout", h.timeout, f"a positive number of seconds (under {MAX_SECONDS:g})")
         if h.per_user < 0:
             raise ConfigError(f"handlers.{name}.per_user", h.per_user, "an integer >= 0 (0 = no limit)")
     if cfg.extract.per_user < 0:
@@ -341,7 +368,7 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
     listen = cfg.metrics.listen
     if listen:
         host, _, port = listen.rpartition(":")
-        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        if not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
             raise ConfigError("metrics.listen", listen, '"host:port" or "" to disable')
     state = Path(p.state_dir) if p.state_dir else _state_dir(env)
     p.state_dir = str(state)
