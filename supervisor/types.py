@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import re
+import unicodedata
 from typing import Any, Literal
 
 import msgspec
@@ -188,7 +189,8 @@ def check_name(value: str, what: str) -> None:
     if not isinstance(value, str) or not 1 <= len(value) <= 200:
         raise BadInput(f"{what} {_shown(value)}: 1-200 characters")
     for c in value:
-        if c in "{}" or ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF:
+        # Cc: C0, DEL and C1 controls; Cs: lone surrogates (undecodable bytes); Zl/Zp: line breaks
+        if c in "{}" or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp"):
             raise BadInput(f"{what} {_shown(value)}: no braces, control characters or invalid UTF-8")
 
 
