@@ -28,7 +28,7 @@ def test_progress_lines_arrive_in_order_and_coalesced(h):
     # coalesced: 140 lines over ~1.4 s became at most ~10 events a second (plus the final flush)
     assert 2 <= len(prog) <= 20, len(prog)
     ms = [int(e["id"].split("-")[0]) for e in prog]
-    assert all(b - a >= 90 for a, b in zip(ms, ms[1:-1])), ms
+    assert all(sum(1 for t in ms if a <= t < a + 1000) <= 11 for a in ms), ms  # <= 10/s (+ the final flush)
     # progress values never go back; the last is the handler's last; chunks concatenate in order
     values = [e["progress"] for e in prog if e["progress"] is not None]
     assert values == sorted(values) and values[-1] == 39 / 40
