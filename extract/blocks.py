@@ -58,6 +58,8 @@ class Image(msgspec.Struct, tag_field="t", tag="image", omit_defaults=True):
     sheet: str | None = None  # for workbooks: anchor sheet, row, col
     row: int | None = None
     col: int | None = None
+    row2: int | None = None  # the anchor's far corner (last row and column it covers), where the reader knows it
+    col2: int | None = None
 
 
 class SheetCell(msgspec.Struct, omit_defaults=True):

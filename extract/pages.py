@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 
-from .blocks import Block, Meta, PageSetup, Para, Section, Sheet, TableBlock
+from .blocks import Block, Image, Meta, PageSetup, Para, Section, Sheet, TableBlock
 
 DENSITY = 1.0  # scales the word-processing line model below (fitted with BREAK_COST and ROUNDING on the whole corpus)
 BREAK_COST = 0.7  # pages a hard page break or new-page section break adds on average (its page's unused rest)
@@ -49,7 +49,7 @@ TEXT_PT = 5.25 * 1.2  # points per character of cell text, for text running over
 CJK_TEXT = 1.6  # a CJK character's width in Latin characters (wrap and overflow)
 
 
-def _sheet_pages(sheet: Sheet) -> int:
+def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
     """Printed pages of one sheet, the way LibreOffice paginates it.
 
     The sheet's own page setup counts: paper, orientation and scale (these two ignored when the file marks
@@ -57,9 +57,13 @@ def _sheet_pages(sheet: Sheet) -> int:
     margins, scale or fit-to-pages (never enlarging), print areas, repeated rows and manual breaks.
     Columns and rows fill pages greedily; rows with wrapped text and no hand-set height grow to fit it;
     unwrapped text runs on over empty cells to its right (LibreOffice extends the print range for it);
-    pages without any cell are not printed (LibreOffice's default).
+    pages without any cell are not printed (LibreOffice's default). Pictures are printed content too: the
+    pages their anchors' cell rectangles cross count, and a sheet of pictures alone prints.
     """
-    if sheet.hidden or not sheet.cells:
+    rects = [(p.row, p.col, max(p.row, p.row2 if p.row2 is not None else p.row),
+              max(p.col, p.col2 if p.col2 is not None else p.col))
+             for p in pictures if p.row is not None and p.col is not None]
+    if sheet.hidden or not (sheet.cells or rects):
         return 0
     s = sheet.setup or PageSetup()
     cells = sheet.cells
@@ -105,8 +109,8 @@ def _sheet_pages(sheet: Sheet) -> int:
     for r, n in need.items():
         heights[r] = max(heights.get(r, line), n * line)
     heights.update(manual)
-    last_r = max(used)
-    last_c = max(max(u) for u in used.values())
+    last_r = max([*used, *(r[2] for r in rects)])
+    last_c = max([*(max(u) for u in used.values()), *(r[3] for r in rects)])
     areas = s.areas or [[0, 0, last_r, last_c]]
     total = 0
     for r1, c1, r2, c2 in areas:
@@ -118,10 +122,8 @@ def _sheet_pages(sheet: Sheet) -> int:
         else:
             rows_in = {r: {c for c in u if c1 <= c <= c2} for r, u in used.items() if r1 <= r <= r2}
             rows_in = {r: u for r, u in rows_in.items() if u}
-            if not rows_in:
+            if not rows_in and not rects:
                 continue
-            if not s.areas:
-                r2, c2 = max(rows_in), max(max(u) for u in rows_in.values())
         colw = [widths[c] if c < len(widths) else default_col for c in range(c1, c2 + 1)]
         rowh = [heights.get(r, line) for r in range(r1, r2 + 1)]
         if s.fit:
@@ -166,6 +168,11 @@ def _sheet_pages(sheet: Sheet) -> int:
         for r, u in rows_in.items():
             p = pr[r - r1]
             pages.update([(p, q) for q in {pc[c - c1] for c in u}])
+        for a, b, c, d in rects:  # a picture: every page its cell rectangle crosses, within the area
+            a, b, c, d = max(a, r1), max(b, c1), min(c, r2), min(d, c2)
+            if a <= c and b <= d:
+                across = {pc[k - c1] for k in range(b, d + 1)}
+                pages.update((p, q) for p in {pr[r - r1] for r in range(a, c + 1)} for q in across)
         for r, a, b in runs:
             pages.update((pr[r - r1], pc[k - c1]) for k in range(a, b + 1))
         total += len(pages)
@@ -198,7 +205,11 @@ def estimate(blocks: list[Block]) -> tuple[int, str]:
         return meta.pages, ("exact" if meta.format == "pdf" else "stored")
     sheets = [b for b in blocks if isinstance(b, Sheet)]
     if sheets:
-        return max(1, sum(_sheet_pages(s) for s in sheets)), "estimated"
+        pictures: dict[str | None, list[Image]] = {}
+        for b in blocks:
+            if isinstance(b, Image):
+                pictures.setdefault(b.sheet, []).append(b)
+        return max(1, sum(_sheet_pages(s, pictures.get(s.name, [])) for s in sheets)), "estimated"
     breaks = (meta.page_breaks or 0) if meta is not None else 0
     return max(1, round(_word_pages(blocks) + BREAK_COST * breaks + ROUNDING)), "estimated"
 

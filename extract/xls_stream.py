@@ -27,7 +27,7 @@ import struct
 from .blocks import Block, Image, Merge, Meta, PageSetup, Sheet, SheetCell
 from .numfmt import formatter, is_date_format
 
-MIN_STREAM = 128 << 10  # Workbook streams from this size on take this path (smaller: the JVM answers in milliseconds)
+MIN_STREAM = 0  # every plain BIFF8 workbook the pass models (tests compare it with POI on the corpus)
 
 _HDR = struct.Struct("<HH").unpack_from
 _U16 = struct.Struct("<H").unpack_from
@@ -53,6 +53,7 @@ SETUP, LEFTM, RIGHTM, TOPM, BOTTOMM, WSBOOL, HBREAKS, VBREAKS, HEADER, FOOTER = 
 MSODRAWINGGROUP, MSODRAWING = 0xEB, 0xEC
 # OfficeArt (Escher): blip store entries, shape containers, their properties (pib = picture index) and anchors
 _BSE, _SP_CONTAINER, _FOPT, _CLIENT_ANCHOR, _CLIENT_DATA, _PIB = 0xF007, 0xF004, 0xF00B, 0xF010, 0xF011, 0x104
+TXO = 0x1B6
 OBJ, OT_PICTURE = 0x5D, 8  # each shape with client data has an OBJ record; ot 8 is what POI calls a picture
 _BLIP_EXT = {0xF01A: "emf", 0xF01B: "wmf", 0xF01C: "pict", 0xF01D: "jpeg", 0xF01E: "png", 0xF01F: "dib"}
 _BT_EXT = {2: "emf", 3: "wmf", 4: "pict", 5: "jpeg", 6: "png", 7: "dib"}  # FBSE.btWin32 without an inline blip
@@ -93,7 +94,9 @@ def read_stream(path: str, *, min_bytes: int = MIN_STREAM) -> list[Block] | None
     except (OSError, ValueError, IndexError, struct.error, TypeError, AttributeError):
         return None
     try:
-        return _Book(data).blocks(meta)
+        blocks = _Book(data).blocks(meta)
+        # no value anywhere: POI tells an empty workbook from a damaged one (fuzzed files read as empty here)
+        return blocks if any(isinstance(b, Sheet) and b.cells for b in blocks) else None
     except (_Unmodelled, struct.error, IndexError, KeyError, ValueError, UnicodeDecodeError, OverflowError):
         return None
 
@@ -180,7 +183,8 @@ class _Book:
                 if len(shapes) != len(objects):
                     raise _Unmodelled("drawing shapes and OBJ records do not pair up")
                 out += [Image(type=self.blips[pib - 1] if 0 < pib <= len(self.blips) else "", sheet=name, row=row,
-                              col=col) for (pib, row, col), ot in zip(shapes, objects) if ot == OT_PICTURE]
+                              col=col, row2=row2, col2=col2)
+                        for (pib, row, col, row2, col2), ot in zip(shapes, objects) if ot == OT_PICTURE]
         return out
 
     def _name(self, body: int, ln: int) -> None:
@@ -260,7 +264,10 @@ class _Book:
         pending: tuple[int, int] | None = None  # a string formula waiting for its STRING record
         drawing: list[bytes] = []  # the sheet's OfficeArt stream, in pieces between OBJ/TXO records
         objects: list[int] = []  # ftCmo.ot of each OBJ record, in order: one per shape with client data
+        typ = txo_text = txo_runs = 0
         while pos + 4 <= n:
+            if typ != CONTINUE:
+                last = typ
             typ, ln = _HDR(data, pos)
             body = pos + 4
             pos = body + ln
@@ -347,6 +354,15 @@ class _Book:
                 break
             elif typ == MSODRAWING:
                 drawing.append(data[body: body + ln])
+            elif typ == TXO:  # its text and formatting runs follow in CONTINUE records; then the drawing may
+                txo_text, txo_runs = _U16(data, body + 10)[0], _U16(data, body + 12)[0]
+            elif typ == CONTINUE and last in (MSODRAWING, TXO, OBJ):  # writers continue drawings so too
+                if last == TXO and txo_text > 0:
+                    txo_text -= (ln - 1) // (2 if data[body] & 1 else 1)
+                elif last == TXO and txo_runs > 0:
+                    txo_runs -= ln
+                else:  # the drawing's OfficeArt stream goes on in a CONTINUE record
+                    drawing.append(data[body: body + ln])
             elif typ == OBJ:
                 objects.append(_U16(data, body + 4)[0] if _U16(data, body)[0] == 0x15 else -1)
             elif typ == MERGEDCELLS:
@@ -593,16 +609,16 @@ def _blip_types(group: bytes) -> list[str]:
     return out
 
 
-def _shapes(drawing: bytes) -> list[tuple[int, int | None, int | None]]:
-    """(blip index, row, col) of every shape with client data (each has an OBJ record), in drawing order;
+def _shapes(drawing: bytes) -> list[tuple]:
+    """(blip index, row, col, last row, last col) of every shape with client data (each has an OBJ record), in drawing order;
     row/col from its client anchor (a shape inside a group has a child anchor: None, as POI reports)."""
     out = []
     shape: list | None = None
     for rt, inst, body, stop in _escher(drawing, 0, len(drawing)):
         if rt == _SP_CONTAINER:
-            if shape is not None and shape[3]:
-                out.append(tuple(shape[:3]))
-            shape = [0, None, None, False]
+            if shape is not None and shape[5]:
+                out.append(tuple(shape[:5]))
+            shape = [0, None, None, None, None, False]
         elif shape is None:
             continue
         elif rt == _FOPT:
@@ -611,9 +627,10 @@ def _shapes(drawing: bytes) -> list[tuple[int, int | None, int | None]]:
                 if opid & 0x3FFF == _PIB and not opid & 0x8000:
                     shape[0] = op
         elif rt == _CLIENT_ANCHOR and stop - body >= 18:
-            shape[2], shape[1] = _U16(drawing, body + 2)[0], _U16(drawing, body + 6)[0]
+            col1, _, row1, _, col2, _, row2 = struct.unpack_from("<HHHHHHH", drawing, body + 2)
+            shape[1:5] = [row1, col1, row2, col2]
         elif rt == _CLIENT_DATA:
-            shape[3] = True
-    if shape is not None and shape[3]:
-        out.append(tuple(shape[:3]))
+            shape[5] = True
+    if shape is not None and shape[5]:
+        out.append(tuple(shape[:5]))
     return out

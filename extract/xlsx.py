@@ -22,7 +22,7 @@ import sys
 import warnings as pywarnings
 import zipfile
 
-from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
+from .blocks import Block, Merge, Meta, Sheet, SheetCell
 from .errors import ExtractError, short
 from .numfmt import format_value
 from .ooxml import Package
@@ -98,6 +98,12 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
     except Exception as exc:  # lxml/openpyxl internals raise many types on damaged parts
         raise ExtractError("corrupt", f"unreadable workbook ({short(exc)})") from None
     blocks: list[Block] = [Meta(format="xlsx", engine="openpyxl")]
+    from .xlsx_stream import sheet_pictures
+
+    try:
+        pictures = sheet_pictures(path)  # openpyxl itself loads pictures only with Pillow installed
+    except (KeyError, ValueError, zipfile.BadZipFile, OSError, SyntaxError):
+        pictures = {}
     uncached = computed = 0
     evaluator = None
     if wb_f is not None:
@@ -140,15 +146,7 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
         footer = hf_text(ws.oddFooter) if ws.oddFooter else ""
         blocks.append(Sheet(name=ws.title, cells=cells, merges=merges, hidden=ws.sheet_state != "visible",
                             header=header, footer=footer, setup=page_setup(ws)))
-        for img in getattr(ws, "_images", []):
-            row = col = None
-            anchor = getattr(img, "anchor", None)
-            frm = getattr(anchor, "_from", None)
-            if frm is not None:
-                row, col = frm.row, frm.col
-            fmt = (getattr(img, "format", "") or "").lower()
-            blocks.append(Image(type=fmt, width=getattr(img, "width", None), height=getattr(img, "height", None),
-                                sheet=ws.title, row=row, col=col))
+        blocks += pictures.get(ws.title, [])
     if computed:
         warns.append(f"{computed} formula cells had no cached result; their values were computed by "
                      "tender-pool's small formula evaluator (arithmetic, SUM/AVERAGE/MIN/MAX/COUNT/ROUND)")

@@ -586,14 +586,8 @@ def _images(pkg: Package, part: str, view: _SheetView, title: str) -> list[Block
         pic = anchor.find(f"{{{XDR}}}pic")
         if pic is None:
             continue
-        frm = anchor.find(f"{{{XDR}}}from")
-        row = col = None
-        if frm is not None:
-            try:
-                row = int(frm.findtext(f"{{{XDR}}}row"))
-                col = int(frm.findtext(f"{{{XDR}}}col"))
-            except (TypeError, ValueError):
-                row = col = None
+        row, col = _cell_of(anchor.find(f"{{{XDR}}}from"))
+        row2, col2 = _cell_of(anchor.find(f"{{{XDR}}}to"))  # a two-cell anchor's far corner
         blip = pic.find(f".//{{{A_NS}}}blip")
         target = rels.get(blip.get(f"{{{R_NS}}}embed") or "", ("", ""))[1] if blip is not None else ""
         ext = posixpath.splitext(target)[1].lstrip(".").lower()
@@ -602,8 +596,42 @@ def _images(pkg: Package, part: str, view: _SheetView, title: str) -> list[Block
         if size is not None:
             w = _px(size.get("cx"))
             h = _px(size.get("cy"))
-        out.append(Image(type="jpeg" if ext == "jpg" else ext, width=w, height=h, sheet=title, row=row, col=col))
+        out.append(Image(type="jpeg" if ext == "jpg" else ext, width=w, height=h, sheet=title, row=row, col=col,
+                         row2=row2, col2=col2))
     return out
+
+
+_DRAWING_REF = re.compile(rb'<(?:\w+:)?drawing\b[^>]*?\b(?:\w+:)?id="([^"]+)"')
+
+
+def sheet_pictures(path: str) -> dict[str, list[Block]]:
+    """Pictures by sheet title, read from the drawing parts (openpyxl loads none without Pillow), for the
+    openpyxl path; the same Image blocks the stream gives."""
+    pkg = Package(path)
+    try:
+        out: dict[str, list[Block]] = {}
+        for title, _, part in _workbook(pkg)[0]:
+            if part is None or part not in pkg.names:
+                continue
+            m = _DRAWING_REF.search(pkg.read(part) or b"")
+            if m is None:
+                continue
+            view = _SheetView(title)
+            view.drawing = m.group(1).decode()
+            out[title] = _images(pkg, part, view, title)
+        return out
+    finally:
+        pkg.close()
+
+
+def _cell_of(marker) -> tuple[int | None, int | None]:
+    """(row, col) of an anchor's from/to marker."""
+    if marker is None:
+        return None, None
+    try:
+        return int(marker.findtext(f"{{{XDR}}}row")), int(marker.findtext(f"{{{XDR}}}col"))
+    except (TypeError, ValueError):
+        return None, None
 
 
 def _px(emu: str | None) -> int | None:

@@ -1,4 +1,4 @@
-"""Page estimate against the corpus (issue 3): within ±20 % of LibreOffice's pagination on ≥ 80 % of the
+"""Page estimate against the corpus (issue 3): within ±20 % of LibreOffice's pagination on ≥ 89 % of the
 ``ok`` files, exact for PDF, and the metadata says how the count was obtained."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tender_pool.extract.pages import estimate
 
 from corpus import manifest as _manifest
 
-MIN_SHARE = 0.80
+MIN_SHARE = 0.89  # 59/66 on the shared corpus (issue 13; was 57/66)
 SOURCES = {"stored", "exact", "estimated"}
 try:
     ENTRIES = _manifest()
@@ -76,3 +76,17 @@ def test_section_block_decodes():
 def test_pages_source_estimated_without_stored_count():
     pages, source = estimate([Para(text="x" * 100)])
     assert (pages, source) == (1, "estimated")
+
+
+def test_pictures_are_printed_content():
+    """A sheet holding only a picture prints; a picture reaching past the first page's columns adds a page."""
+    from tender_pool.extract.blocks import Image, Sheet, SheetCell
+
+    empty = Sheet(name="S")
+    assert estimate([empty]) == (1, "estimated")  # nothing at all: the workbook minimum
+    wide = Image(type="png", sheet="S", row=0, col=0, row2=10, col2=14)  # 15 default columns: two pages across
+    assert estimate([empty, wide])[0] == 2
+    small = Image(type="png", sheet="S", row=0, col=0, row2=5, col2=3)
+    text = Sheet(name="S", cells=[SheetCell(0, 0, "x")])
+    assert estimate([text, small])[0] == 1
+    assert estimate([text, Image(type="png", sheet="other", row=0, col=0, row2=10, col2=14)])[0] == 1
