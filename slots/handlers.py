@@ -43,12 +43,15 @@ def input_file(job: JobRecord, cfg: Config) -> str | None:
         raise InputRejected(ErrorKind.FILE_NOT_FOUND, f"payload.file must be a non-empty string, got {raw!r}")
     if not cfg.pool.input_roots:
         raise InputRejected(ErrorKind.OUTSIDE_ROOTS, f"{raw}: no file jobs accepted (pool.input_roots is empty)")
-    resolved = Path(os.path.realpath(raw))
-    roots = [Path(os.path.realpath(r)) for r in cfg.pool.input_roots]
-    if not any(resolved == r or r in resolved.parents for r in roots):
-        raise InputRejected(ErrorKind.OUTSIDE_ROOTS, f"{raw}: resolves to {resolved}, outside pool.input_roots")
-    if not resolved.is_file():
-        raise InputRejected(ErrorKind.FILE_NOT_FOUND, f"{raw}: no such file")
+    try:
+        resolved = Path(os.path.realpath(raw))
+        roots = [Path(os.path.realpath(r)) for r in cfg.pool.input_roots]
+        if not any(resolved == r or r in resolved.parents for r in roots):
+            raise InputRejected(ErrorKind.OUTSIDE_ROOTS, f"{raw!r}: resolves to {resolved}, outside pool.input_roots")
+        if not resolved.is_file():
+            raise InputRejected(ErrorKind.FILE_NOT_FOUND, f"{raw!r}: no such file")
+    except (ValueError, OSError) as e:  # an embedded NUL, a name too long, a loop of links: never a file
+        raise InputRejected(ErrorKind.FILE_NOT_FOUND, f"{raw[:300]!r}: not a usable path ({e})") from None
     return str(resolved)
 
 

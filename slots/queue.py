@@ -22,7 +22,7 @@ import msgspec
 import redis
 
 from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import JobError, JobRecord, SubmitRequest
+from tender_pool.supervisor.types import BadInput, check_submit, JobError, JobRecord, SubmitRequest
 
 from . import scripts
 from .connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
@@ -457,9 +457,51 @@ class Queue:
         return None
 
 
+MAX_DEPENDENCY_WALK = 200
+
+
+def dependency_cycle(q: "Queue", req: SubmitRequest) -> list[str] | None:
+    """For a raw producer's job (``submit`` refuses unknown ``after`` ids, so only raw entries can
+    close a cycle): the cycle its ``after`` ids lead back to it through, or None. Walks existing
+    jobs' ``after`` lists breadth-first, at most MAX_DEPENDENCY_WALK jobs."""
+    if not req.id or not req.after:
+        return None
+    parent: dict[str, str] = {d: req.id for d in req.after}
+    frontier, seen = list(req.after), set(req.after)
+    while frontier and len(seen) <= MAX_DEPENDENCY_WALK:
+        p = q.r.pipeline(transaction=False)
+        for dep in frontier:
+            p.hget(q.k.job(dep), "after")
+        nxt = []
+        for dep, raw in zip(frontier, p.execute()):
+            try:
+                after = msgspec.json.decode(raw) if raw else []
+            except msgspec.DecodeError:
+                after = []
+            for d in after if isinstance(after, list) else []:
+                if d == req.id:
+                    path = [dep]
+                    while path[-1] != req.id:
+                        path.append(parent[path[-1]])
+                    return [req.id, *reversed(path[:-1]), req.id]
+                if isinstance(d, str) and d not in seen:
+                    seen.add(d)
+                    parent[d] = dep
+                    nxt.append(d)
+        frontier = nxt
+    return None
+
+
 def decode_submit(raw: bytes) -> SubmitRequest:
     """A raw entry pushed by a producer that could only LPUSH: JSON of SubmitRequest."""
     try:
-        return msgspec.json.decode(raw, type=SubmitRequest)
+        req = msgspec.json.decode(raw, type=SubmitRequest)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise Undecodable(f"not a job id and not a valid job message: {e}") from None
+    except RecursionError:
+        raise Undecodable("a job message nested too deep to decode") from None
+    try:
+        check_submit(req)  # the same rules as `submit` (CONTRACT: ids, users, payload)
+    except BadInput as e:
+        raise Undecodable(str(e)) from None
+    return req

@@ -65,6 +65,7 @@ from .queue import (
     Verdict,
     decode_job,
     decode_submit,
+    dependency_cycle,
 )
 
 # Errors after which repeating the same call is right: the server may or may not have run it (a lost
@@ -259,6 +260,9 @@ class Slot:
                 req = decode_submit(entry)  # a raw message from a producer that can only LPUSH
                 if req.kind not in self.cfg.kinds:
                     raise Undecodable(f"unknown kind {req.kind!r}")
+                cycle = dependency_cycle(self.q, req)
+                if cycle:
+                    raise Undecodable(f"dependency_cycle: {' -> '.join(cycle)}")
                 new_id = self.q.adopt(self.proc, entry, req)
                 self.log.info("adopted_raw_entry", job_id=new_id, kind=req.kind, user=req.user, attempt=None)
                 return None
