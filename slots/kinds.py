@@ -49,13 +49,35 @@ class Launch:
 
 @dataclass
 class Rejected:
-    """A final failure before any process started (no handler, bad input): not a try, not an
-    attempt (settle takes the start back out of ``attempts``)."""
+    """A failure before any process started: not an attempt (settle takes the start back out of
+    ``attempts``). Final (no handler, bad input: not a try either), or not (``storage``: the results
+    disk is full or read-only; it counts as a try, retried up to ``max_tries``)."""
 
     error: JobError
+    final: bool = True
 
     def outcome(self) -> Outcome:
-        return Outcome("failed", error=self.error, final=True, ran=False)
+        return Outcome("failed", error=self.error, final=self.final, ran=not self.final)
+
+
+MIN_FREE_BYTES = 1 << 20
+
+
+def storage_problem(out_dir: str, input_bytes: int) -> str | None:
+    """Why a result could not be written under ``out_dir`` now (read-only, not writable, nearly full),
+    or None. Checked before the attempt, so a full disk is reported as such instead of as a crash."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        st = os.statvfs(out_dir)
+    except OSError as e:
+        return f"results directory {out_dir}: {e.strerror}"
+    if st.f_flag & os.ST_RDONLY or not os.access(out_dir, os.W_OK):
+        return f"results directory {out_dir} is not writable"
+    free = st.f_bavail * st.f_frsize
+    need = max(MIN_FREE_BYTES, 4 * input_bytes)
+    if free < need:
+        return f"results directory {out_dir}: {free} bytes free, {need} needed"
+    return None
 
 
 class Kind(Protocol):
@@ -162,16 +184,22 @@ class ExtractionKind:
             return path
         if path is None:
             return Rejected(JobError(ErrorKind.FILE_NOT_FOUND.value, "parse_markdown needs payload.file"))
+        out_dir, stem = self._files(job, attempt)
+        problem = storage_problem(out_dir, os.path.getsize(path))
+        if problem:
+            return Rejected(JobError(ErrorKind.STORAGE.value, problem), final=False)
         preload(path)
         jvm = self._warm_jvm() if os.path.splitext(path)[1].lower() in JVM_EXTENSIONS else None
-        out_dir, stem = self._files(job, attempt)
         timeout, heap = self.timeout, self.cfg.extract.jvm_heap
         return Launch(env={}, call=lambda: extraction_child(path, out_dir, stem, timeout, heap, jvm), file=path)
 
     def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
         if self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
             self.jvm.kill()  # it may be mid-document: never hand it to the next job
-        return handlers.outcome_of(res, self.timeout, success=_job_output)
+        out = handlers.outcome_of(res, self.timeout, success=_job_output)
+        if out.error is not None and out.error.kind == ErrorKind.STORAGE.value:
+            out.final = False  # the results disk, not the document: another try may find room
+        return out
 
     def _warm_jvm(self):
         """The slot's warm JVM, recycled every JVM_RECYCLE_AFTER documents."""
@@ -232,6 +260,12 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
         out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm)
     except ExtractError as e:
         sys.stdout.buffer.write(_enc.encode(e.to_dict()))
+        return 3
+    except OSError as e:
+        if not str(e.filename or "").startswith(out_dir):
+            raise
+        msg = f"writing the result: {e.strerror}: {e.filename}"  # conclude() makes it a retried failure
+        sys.stdout.buffer.write(_enc.encode({"error": {"kind": ErrorKind.STORAGE.value, "message": msg}}))
         return 3
     sys.stdout.buffer.write(_enc.encode(out))
     return 0
