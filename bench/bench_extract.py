@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/bench_extract.py [--kinds docx,xlsx,pdf,doc,xls] [--warm]``.
 ``--large``: instead, the issue-13 table: every reader variant on the generated 12k-row bill of quantities
 (tests/extract/bigbook.py, .xlsx and its LibreOffice .xls twin), 53446.xls, the 130-page .doc, and the stages
-of a small .doc through ``run_job`` (best of ``--rounds``).
+of a small .doc through ``run_job`` (best of ``--rounds``), with the machine's load average.
 """
 
 from __future__ import annotations
@@ -143,23 +143,38 @@ def large(rounds: int) -> int:
         with tempfile.TemporaryDirectory() as d:
             bigbook.convert(__import__("pathlib").Path(path), fmt, __import__("pathlib").Path(d))
 
+    from tender_pool.extract import xlsx_stream
     from tender_pool.extract.xlsx import read_xlsx_openpyxl
     from tender_pool.extract.xlsx_stream import read_stream
+
+    def element_stream(path: str):
+        fast = xlsx_stream._fast_cells
+        xlsx_stream._fast_cells = lambda *a, **k: None
+        try:
+            read_stream(path)
+        finally:
+            xlsx_stream._fast_cells = fast
 
     bill = "bill of quantities 12k rows"
     row(bill + " .xlsx", "openpyxl load_workbook, all values", lambda: openpyxl_load(False))
     row(bill + " .xlsx", "openpyxl read_only, all values", lambda: openpyxl_load(True))
     row(bill + " .xlsx", "python-calamine, values only (no formats/setup)", lambda: calamine(xlsx))
     row(bill + " .xlsx", "before: openpyxl reader -> blocks", lambda: read_xlsx_openpyxl(xlsx))
-    row(bill + " .xlsx", "ours: xlsx-stream -> blocks", lambda: read_stream(xlsx))
+    row(bill + " .xlsx", "xlsx-stream, sheetData as XML elements -> blocks", lambda: element_stream(xlsx))
+    row(bill + " .xlsx", "ours: xlsx-stream, sheetData by regex -> blocks", lambda: read_stream(xlsx))
     row(bill + " .xlsx", "ours: extract() (blocks + Markdown + pages)", lambda: extract(xlsx))
+    from tender_pool.extract import xls_stream
+
     with WarmJvm(max_rss=None) as w:
         row(bill + " .xls", "python-calamine BIFF, values only", lambda: calamine(xls))
         row(bill + " .xls", "xlrd formatting_info -> blocks", lambda: xlrd_read(xls))
-        row(bill + " .xls", "ours: warm JVM round trip -> blocks", lambda: w.extract(xls, "xls", 120))
-        row(bill + " .xls", "ours: extract() warm JVM", lambda: extract(xls, timeout=120, jvm=w))
+        row(bill + " .xls", "before: warm JVM (POI usermodel) round trip -> blocks", lambda: w.extract(xls, "xls", 120))
+        row(bill + " .xls", "ours: xls-stream (BIFF8 records in-process) -> blocks", lambda: xls_stream.read_stream(xls))
+        row(bill + " .xls", "ours: extract()", lambda: extract(xls, timeout=120, jvm=w))
         row("53446.xls (290k cells)", "python-calamine BIFF, values only", lambda: calamine(wide_xls))
-        row("53446.xls (290k cells)", "ours: extract() warm JVM", lambda: extract(wide_xls, timeout=120, jvm=w))
+        row("53446.xls (290k cells)", "before: warm JVM round trip -> blocks", lambda: w.extract(wide_xls, "xls", 120))
+        row("53446.xls (290k cells)", "ours: xls-stream -> blocks", lambda: xls_stream.read_stream(wide_xls))
+        row("53446.xls (290k cells)", "ours: extract()", lambda: extract(wide_xls, timeout=120, jvm=w))
         row("130-page .doc", "ours: extract() warm JVM", lambda: extract(big_doc, timeout=120, jvm=w))
         row("130-page .doc", "antiword", lambda: __import__("subprocess").run(
             ["antiword", "-w", "0", "-m", "UTF-8.txt", big_doc], capture_output=True, check=True))
@@ -175,8 +190,19 @@ def large(rounds: int) -> int:
             lambda: run_job(small_doc, out, "job", timeout=60, jvm=w))
         rss_small = w.rss_bytes()
     row(bill + " .xls", "LibreOffice soffice --convert-to csv (1st sheet)", lambda: soffice(xls, "csv"))
+    row(bill + " .xlsx", "LibreOffice soffice --convert-to csv (1st sheet)", lambda: soffice(xlsx, "csv"))
     if rss_small:
         print(f"\nwarm JVM RSS after this run: {rss_small / 2**20:.0f} MiB")
+    with WarmJvm(max_rss=None) as fresh:  # the issue's two memory figures, from a fresh JVM
+        for _ in range(200):
+            fresh.extract(small_doc, "doc", 60)
+        after_small = fresh.rss_bytes() or 0
+        fresh.extract(xls, "xls", 120)  # the large workbook through POI's usermodel (the JVM's worst case)
+        after_large = fresh.rss_bytes() or 0
+    print(f"warm JVM RSS after 200 small .doc: {after_small / 2**20:.0f} MiB; after one 12k-row .xls as well: "
+          f"{after_large / 2**20:.0f} MiB")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())} "
+          f"on {__import__('os').cpu_count()} CPUs")
     return 0
 
 

@@ -60,6 +60,7 @@ class Image(msgspec.Struct, tag_field="t", tag="image", omit_defaults=True):
     col: int | None = None
     row2: int | None = None  # the anchor's far corner (last row and column it covers), where the reader knows it
     col2: int | None = None
+    story: Story = "body"  # a picture in a page header or footer belongs to that story (a logo, a seal)
 
 
 class SheetCell(msgspec.Struct, omit_defaults=True):

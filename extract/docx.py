@@ -261,7 +261,8 @@ class DocxReader:
                     height = int(extent.get("cy", "0")) // 9525 or None
                 except ValueError:
                     pass
-            out.append(Image(type=ext if len(ext) <= 5 else "", width=width, height=height))
+            out.append(Image(type=ext if len(ext) <= 5 else "", width=width, height=height,
+                             story=story))  # type: ignore[arg-type]
         text = self.run_text(p, story)
         ppr = p.find(w("pPr"))
         style = _val(ppr, "pStyle") or ""

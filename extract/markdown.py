@@ -347,7 +347,7 @@ def render(blocks: list[Block]) -> Rendered:
                 if b.row is not None and b.col is not None:
                     where += f" at {col_letter(b.col)}{b.row + 1}"
                 desc += where
-            emit("body", [f"*[image: {desc}]*"])
+            emit(b.story, [f"*[image: {desc}]*"])
         elif isinstance(b, Meta):
             meta = b if meta is None else meta
             warnings.extend(b.warnings)

@@ -66,8 +66,8 @@ final class DocReader {
             warn("pictures", e);
         }
         emitRange(doc.getRange(), "body", true);
+        headersFooters();  // before the leftovers, so a header's own pictures are claimed as the header's
         leftoverPictures();
-        headersFooters();
         side("footnote", () -> doc.getFootnoteRange());
         side("endnote", () -> doc.getEndnoteRange());
         side("comment", () -> doc.getCommentsRange());
@@ -196,7 +196,7 @@ final class DocReader {
             if (!story.equals("body")) Json.field(sb, "story", story);
             blocks.add(sb.append('}').toString());
         }
-        if (withPictures) pictures(p, raw, blocks);
+        if (withPictures) pictures(p, raw, blocks, story);
     }
 
     private int heading(Paragraph p) {
@@ -277,7 +277,7 @@ final class DocReader {
                 if (text.length() > 0) text.append('\n');
                 text.append(s);
             }
-            if (images != null) pictures(p, raw, images);
+            if (images != null) pictures(p, raw, images, "body");
         }
         sb.append('{');
         sb.append("\"text\":");
@@ -296,7 +296,7 @@ final class DocReader {
     }
 
     /** Inline pictures are found through their character run; floating ones (\u0008) take the next unclaimed picture. */
-    private void pictures(Paragraph p, String raw, List<String> out) {
+    private void pictures(Paragraph p, String raw, List<String> out, String story) {
         if (pictures == null || picturesBroken || (raw.indexOf('\u0001') < 0 && raw.indexOf('\u0008') < 0)) return;
         try {
             int runs = p.numCharacterRuns();
@@ -304,10 +304,10 @@ final class DocReader {
                 CharacterRun cr = p.getCharacterRun(k);
                 if (pictures.hasPicture(cr)) {
                     Picture pic = pictures.extractPicture(cr, false);
-                    if (pic != null && claimedPictures.add(pic.getStartOffset())) out.add(image(pic));
+                    if (pic != null && claimedPictures.add(pic.getStartOffset())) out.add(image(pic, story));
                 } else if (cr.text().indexOf('\u0008') >= 0) {
                     Picture pic = nextUnclaimed();
-                    if (pic != null) out.add(image(pic));
+                    if (pic != null) out.add(image(pic, story));
                 }
             }
         } catch (RuntimeException e) {
@@ -328,14 +328,15 @@ final class DocReader {
         if (pictures == null || picturesBroken) return;
         try {
             Picture pic;
-            while ((pic = nextUnclaimed()) != null) blocks.add(image(pic));
+            while ((pic = nextUnclaimed()) != null) blocks.add(image(pic, "body"));
         } catch (RuntimeException e) {
             warn("pictures", e);
         }
     }
 
-    private static String image(Picture pic) {
+    private static String image(Picture pic, String story) {
         StringBuilder sb = Json.obj("image");
+        if (!story.equals("body")) Json.field(sb, "story", story);
         String ext = "";
         try {
             ext = pic.suggestFileExtension();
@@ -381,12 +382,17 @@ final class DocReader {
                 Range r = new Range(start, end, doc);
                 int n = r.numParagraphs();
                 for (int j = 0; j < n; j++) {
-                    String s = Text.clean(r.getParagraph(j).text());
-                    if (s.isEmpty() || !seen.add(story + "\u0000" + s)) continue;
-                    StringBuilder sb = Json.obj("para");
-                    Json.field(sb, "text", s);
-                    Json.field(sb, "story", story);
-                    blocks.add(sb.append('}').toString());
+                    Paragraph p = r.getParagraph(j);
+                    String raw = p.text();
+                    String s = Text.clean(raw);
+                    if (!s.isEmpty() && seen.add(story + "\u0000" + s)) {
+                        StringBuilder sb = Json.obj("para");
+                        Json.field(sb, "text", s);
+                        Json.field(sb, "story", story);
+                        blocks.add(sb.append('}').toString());
+                    }
+                    // a logo repeated in every section's header is one picture (claimed once by its offset)
+                    pictures(p, raw, blocks, story);
                 }
             }
         } catch (RuntimeException | StackOverflowError e) {
