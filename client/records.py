@@ -34,7 +34,8 @@ def as_dict(reply: Any) -> dict[bytes, bytes]:
 
 
 def decode_job(h: dict[bytes, bytes]) -> JobRecord:
-    """The job hash → JobRecord; raises Undecodable with the reason. Fields the hash has but this
+    """The job hash → JobRecord (as ``slots.queue.decode_job``, which the slot uses: the two should
+    become one in ``types``); raises Undecodable with the reason. Fields the hash has but this
     version of JobRecord does not know are an error (``forbid_unknown_fields``): a newer daemon's
     field needs a newer client."""
     try:
@@ -51,6 +52,7 @@ def decode_job(h: dict[bytes, bytes]) -> JobRecord:
                 out[k] = v == "1"
             elif v != "":
                 out[k] = v
+        out = {k: v for k, v in out.items() if v is not None}  # a stored JSON null: the field's default
         return msgspec.convert(out, JobRecord, strict=False)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise Undecodable(f"job hash does not validate: {e}") from None

@@ -155,3 +155,33 @@ def test_status_shows_active_runs(h):
     assert [r["id"] for r in via_redis["runs"]] == [run["id"]]
     h.cli("runs", "cancel", run["id"])
     wait_until(lambda: json.loads(h.cli("status", "--json").stdout).get("runs") == [], 20, what="no active run")
+
+
+@pytest.mark.timeout(90)
+def test_a_watcher_reconnecting_to_a_live_daemon_run_sees_every_event_once(h):
+    from tender_pool.client import Client
+
+    h.daemon(workers=2)
+    c = Client.from_config(str(h.tmp / "a.toml"))
+    run = c.submit_run("u1", "behave", [{"key": f"s{i}", "payload": {"sleep": 0.05}} for i in range(10)])
+    since, seen, snap = None, [], None
+    while True:  # read three events, drop the connection, come back with the last id
+        gen, n, ended = c.events(run.id, since=since, block_ms=200), 0, False
+        for ev in gen:
+            if ev.type == "snapshot":
+                assert snap is None
+                snap = ev
+            else:
+                seen.append(ev.id)
+            since, n = ev.id, n + 1
+            if ev.type == "run_finished" or ev.final:
+                ended = True
+                break
+            if n == 3:
+                break
+        gen.close()
+        if ended:
+            break
+    rest = [sid.decode() for sid, _ in c.r.xrange(c.k.run_events(run.id), f"({snap.id}", "+")]
+    assert seen == rest and len(set(seen)) == len(seen)
+    assert c.run(run.id).state == "completed"
