@@ -321,11 +321,11 @@ def _sheet(pkg: Package, part: str, view: _SheetView, strings: list[str], styles
     return _sheet_elements(pkg, part, view, strings, styles, epoch)
 
 
-_ROW_TAG = re.compile(rb"<row\b([^>]*?)/?>")
+_ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*?)/?>')
+_ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
 _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
                    rb'(?:/>|>(<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?(?:<v>([^<]*)</v>|<v/>)?</c>)')
-_ATTR = re.compile(rb'([a-zA-Z]+)="([^"]*)"')
 
 
 def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styles, epoch):
@@ -351,15 +351,20 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
     if b"inlineStr" in body or b"<![CDATA[" in body or b"<!--" in body or b"<c>" in body or b":c " in body:
         return None
     rest = data[:start] + b"<sheetData/>" + data[end:]
-    for rm in _ROW_TAG.finditer(body):
-        attrs = dict(_ATTR.findall(rm.group(1)))
-        if len(attrs) > (b"r" in attrs) + (b"spans" in attrs):
-            r = attrs.get(b"r")
-            if r is None:
-                return None
-            view.row_dimensions[int(r)] = _Dim(hidden=attrs.get(b"hidden") in (b"1", b"true"),
-                                               ht=_float(attrs.get(b"ht")),
-                                               custom=attrs.get(b"customHeight") in (b"1", b"true"))
+    rows = _ROW_TAG.findall(body)
+    if len(rows) != body.count(b"<row"):
+        return None  # a row without r="…" first: the element path counts rows itself
+    for r, attrs in rows:
+        # only a height or the hidden flag reaches the page setup (xlsx_setup.page_setup); other attributes
+        # would give a _Dim it skips, so such rows are not looked at further
+        if b"ht=" not in attrs and b"hidden=" not in attrs:
+            continue
+        ht = _ROW_HT.search(attrs)
+        hidden = _ROW_HIDDEN.search(attrs)
+        custom = _ROW_CUSTOM.search(attrs)
+        view.row_dimensions[int(r)] = _Dim(hidden=hidden is not None and hidden.group(1) in (b"1", b"true"),
+                                           ht=_float(ht.group(1)) if ht else None,
+                                           custom=custom is not None and custom.group(1) in (b"1", b"true"))
     cells: list[SheetCell] = []
     append = cells.append
     codes, dates, durations, wrap = styles.codes, styles.dates, styles.durations, styles.wrap
