@@ -1,0 +1,1 @@
+"""The chaos soak (issue 11): see test_chaos.py's docstring."""

@@ -1,0 +1,43 @@
+"""The span checker itself: an overlap that only a killed attempt shows is found, and a clean
+hand-over is not one. (The old soak read start/end records and skipped attempts without an end: an
+overlap followed by a kill was invisible to it.)"""
+
+from __future__ import annotations
+
+from .spans import by_job, by_user, overlaps, read_trails
+
+
+def trail(d, job, token, user, ticks, end=None):
+    lines = ['# {"user": "%s", "pid": 1, "attempt": %s}' % (user, token.split(".")[0])]
+    lines += [repr(t) for t in ticks]
+    if end is not None:
+        lines.append(f"end {end!r}")
+    (d / f"{job}@{token}.ticks").write_text("\n".join(lines) + "\n")
+
+
+def test_a_killed_attempt_that_ran_on_after_its_rerun_started_is_an_overlap(tmp_path):
+    # attempt 1 was reclaimed and killed without an end line; its last tick comes after attempt 2's first
+    trail(tmp_path, "j1", "1.aa", "u", [10.0, 10.05, 10.10, 10.15])
+    trail(tmp_path, "j1", "2.bb", "u", [10.12, 10.17], end=10.2)
+    [o] = overlaps(read_trails(tmp_path), by_job)
+    assert (o.first.n, o.second.n) == (1, 2) and abs(o.seconds - 0.08) < 1e-9
+    # what a check over finished attempts only would have seen: nothing
+    assert not overlaps([a for a in read_trails(tmp_path) if a.ended], by_job)
+
+
+def test_the_kill_time_bounds_a_killed_attempt_and_a_clean_handover_is_no_overlap(tmp_path):
+    trail(tmp_path, "j1", "1.aa", "u", [10.0, 10.05])  # killed at 10.06 by the test
+    trail(tmp_path, "j1", "2.bb", "u", [10.08], end=10.09)
+    trail(tmp_path, "j2", "1.cc", "u", [10.095], end=10.1)  # the user's next job, after j1 ended
+    assert not overlaps(read_trails(tmp_path, killed={("j1", "1.aa"): 10.06}), by_job)
+    assert overlaps(read_trails(tmp_path), by_job)  # without the kill time: last tick + 50 ms > 10.08
+    assert not overlaps(read_trails(tmp_path, killed={("j1", "1.aa"): 10.06}), by_user)
+
+
+def test_two_jobs_of_one_user_at_once_are_found_even_when_one_contains_the_other(tmp_path):
+    trail(tmp_path, "long", "1.aa", "u", [1.0, 5.0], end=5.0)
+    trail(tmp_path, "short1", "1.bb", "u", [2.0], end=2.1)
+    trail(tmp_path, "short2", "1.cc", "u", [3.0], end=3.1)
+    trail(tmp_path, "other", "1.dd", "v", [2.0], end=2.1)
+    found = overlaps(read_trails(tmp_path), by_user)
+    assert sorted(o.second.job for o in found) == ["short1", "short2"]
