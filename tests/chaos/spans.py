@@ -90,6 +90,23 @@ def overlaps(attempts: Iterable[Attempt], key: Callable[[Attempt], str]) -> list
     return found
 
 
+def closest(attempts: Iterable[Attempt], key: Callable[[Attempt], str]) -> float | None:
+    """The smallest gap (seconds) between one attempt's end and the next start with the same key:
+    how near the soak came to an overlap (negative: an overlap). None with fewer than two."""
+    groups: dict[str, list[Attempt]] = {}
+    for a in attempts:
+        groups.setdefault(key(a), []).append(a)
+    best = None
+    for group in groups.values():
+        group.sort(key=lambda a: a.start)
+        end = None
+        for a in group:
+            if end is not None and (best is None or a.start - end < best):
+                best = a.start - end
+            end = a.end if end is None else max(end, a.end)
+    return best
+
+
 def by_job(a: Attempt) -> str:
     return a.job
 

@@ -41,3 +41,13 @@ def test_two_jobs_of_one_user_at_once_are_found_even_when_one_contains_the_other
     trail(tmp_path, "other", "1.dd", "v", [2.0], end=2.1)
     found = overlaps(read_trails(tmp_path), by_user)
     assert sorted(o.second.job for o in found) == ["short1", "short2"]
+
+
+def test_closest_is_the_narrowest_handover(tmp_path):
+    from .spans import closest
+
+    trail(tmp_path, "j1", "1.aa", "u", [1.0], end=1.1)
+    trail(tmp_path, "j1", "2.bb", "u", [1.3], end=1.4)
+    trail(tmp_path, "j2", "1.cc", "u", [1.45], end=1.5)
+    assert abs(closest(read_trails(tmp_path), by_job) - 0.2) < 1e-9
+    assert abs(closest(read_trails(tmp_path), by_user) - 0.05) < 1e-9
