@@ -193,7 +193,7 @@ def large(rounds: int) -> int:
     row(bill + " .xlsx", "LibreOffice soffice --convert-to csv (1st sheet)", lambda: soffice(xlsx, "csv"))
     if rss_small:
         print(f"\nwarm JVM RSS after this run: {rss_small / 2**20:.0f} MiB")
-    with WarmJvm(max_rss=None) as fresh:  # the two memory figures, from a fresh JVM
+    with WarmJvm(max_rss=None, recycle_after=1000) as fresh:  # the two memory figures, from a fresh JVM
         for _ in range(200):
             fresh.extract(small_doc, "doc", 60)
         after_small = fresh.rss_bytes() or 0
