@@ -37,10 +37,17 @@ class Reporter:
         self.backlog = bytearray()  # whole frames not yet written; the first may be partly written
         self.closed = False
         self.dropped_beats = 0
+        self.held = False  # the backlog holds reports kept for the next write (send(hold=True))
 
-    def send(self, report: SlotReport) -> None:
+    def send(self, report: SlotReport, hold: bool = False) -> None:
+        """``hold``: keep it for the next write (the next report, a due beat, or ``flush``), so a
+        job's reports cost the slot one write, not three or four."""
         body = _enc.encode(report)
         frame = _HDR.pack(len(body)) + body
+        if hold:
+            self.backlog += frame
+            self.held = True
+            return
         if isinstance(report, Beat):
             if self.flush():  # the backlog first: a beat never overtakes a Busy or a Finished
                 self._write(frame)
@@ -57,6 +64,7 @@ class Reporter:
 
     def flush(self) -> bool:
         """Write as much of the backlog as the pipe takes now. True when nothing is left."""
+        self.held = False
         while self.backlog and not self.closed:
             try:
                 n = os.write(self.fd, self.backlog)

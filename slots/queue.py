@@ -1,15 +1,18 @@
 """Every write to a job goes through here: one method per Lua script in ``lua/``, plus the claim.
 
 Hazards this module owns:
-- ``BLMOVE`` cannot run inside Lua, so claim (BLMOVE) and start (start.lua) are two steps. A process
-  killed between them leaves an entry with no stamp in its processing list; the supervisor (local
-  death) or the reaper (remote death, stamp.lua) recovers it. That gap is the only non-atomic one.
+- ``BLMOVE`` cannot run inside Lua, so an idle slot's claim (BLMOVE) and start (take.lua) are two
+  steps. A process killed between them leaves an entry with no stamp in its processing list; the
+  supervisor (local death) or the reaper (remote death, stamp.lua) recovers it. That gap is the only
+  non-atomic one. A busy slot settles its job and takes the next in one step (settle_take.lua),
+  with LMOVE inside the script: only what is already queued, never a blocking wait.
 - Every write after the claim is fenced by the attempt token (settle.lua refuses a stale attempt).
 - The client is built per process (``connect``) and never inherited across ``fork``; responses are
   bytes, decoded here, so a producer's binary junk on the list cannot crash a slot.
 - Script texts and registrations come from ``scripts`` (their one owner); the typed answers of
-  start.lua (``Run`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``) and settle.lua
-  (``SettleReply``) are built here, so no caller indexes a reply by position.
+  start.lua (``Run`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``), settle.lua
+  (``SettleReply``) and take.lua (``Empty`` | ``RawEntry`` | ``BadRecord`` | ``Taken``) are built
+  here, so no caller indexes a reply by position.
 """
 
 from __future__ import annotations
@@ -146,6 +149,72 @@ class SettleReply(NamedTuple):
     promoted: str  # the waiter the released lock went to, or ""
 
 
+# --- take.lua's answer ----------------------------------------------------------------------------
+
+
+class Empty(msgspec.Struct, frozen=True):
+    """Nothing queued (take.lua never blocks: the slot goes back to its BLMOVE)."""
+
+
+class RawEntry(msgspec.Struct, frozen=True):
+    """An entry with no job hash (a producer's raw JSON, or an expired job), left in our list: the
+    slot adopts or dead-letters it."""
+
+    entry: bytes
+
+
+class BadRecord(msgspec.Struct, frozen=True):
+    """A job hash take.lua could not start (no user, kind or state; ``after`` not a list of ids):
+    still in our list, for the slot to dead-letter with the decoder's reason."""
+
+    entry: bytes
+    record: dict
+
+
+class Taken(msgspec.Struct, frozen=True):
+    """A job take.lua claimed and tried to start: its hash as read before the start (``record``,
+    for ``decode_job``) and the start's answer."""
+
+    entry: bytes
+    record: dict
+    started: "StartResult"
+
+
+TakeResult = Empty | RawEntry | BadRecord | Taken
+
+
+def _pairs(flat: list | dict) -> dict:
+    if isinstance(flat, dict):  # RESP3
+        return flat
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+def _take_result(res: list) -> TakeResult:
+    tag = _s(res[0])
+    if tag == "empty":
+        return Empty()
+    if tag == "raw":
+        return RawEntry(res[1])
+    if tag == "bad":
+        return BadRecord(res[1], _pairs(res[2]))
+    if tag == "job":
+        return Taken(res[1], _pairs(res[2]), _start_result(res[3]))
+    raise redis.ResponseError(f"take.lua answered {res!r}")
+
+
+class TakeArgs(msgspec.Struct, frozen=True):
+    """What a slot passes with every take (constant for the slot process's life, so built once):
+    ``limits`` is the JSON of {kind: [timeout ms, per_user]}, with "*" for kinds it does not know."""
+
+    worker: str
+    pid: int
+    lock_ttl_ms: int
+    retention_s: int
+    max_waits: int
+    busy_ttl_ms: int
+    limits: bytes
+
+
 class Queue:
     """``replicas``/``wait_ms``: a job's creation (enqueue.lua) and its attempts' start and settle are
     acknowledged only once that many replicas have them (``WAIT``, in the same round trip); fewer
@@ -156,7 +225,7 @@ class Queue:
         self.k = keys
         self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
-        self._texts = {name: scripts.text(name) for name in ("start", "settle", "progress")}  # the slot's hot path
+        self._texts = {name: scripts.text(name) for name in ("start", "settle", "progress", "take", "settle_take")}  # the slot's hot path
         self._scripts = scripts.register(
             client, "enqueue", "requeue", "deadletter", "promote_due", "stamp", "unstick", "cancel"
         )
@@ -173,15 +242,16 @@ class Queue:
     def enqueue(self, req: SubmitRequest) -> tuple[bool, str, str]:
         """Queue a job; returns (created, id, state). The same id twice queues one job."""
         job_id = req.id or secrets.token_hex(8)
-        created, state = wait_replicated(
-            self.r, self.replicas, self.wait_ms,
-            lambda p: self._scripts["enqueue"](
-                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo,
-                      *self.k.state_keys(req.user)],
-                args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
-                client=p,
-            ),
-        )[0]
+        keys = [self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo,
+                *self.k.state_keys(req.user)]
+        args = [job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""]
+        if self.replicas <= 0:
+            # no WAIT: one EVALSHA, not a pipeline (whose SCRIPT EXISTS costs a command per submit)
+            created, state = self._scripts["enqueue"](keys=keys, args=args)
+        else:
+            created, state = wait_replicated(
+                self.r, self.replicas, self.wait_ms, lambda p: self._scripts["enqueue"](keys=keys, args=args, client=p)
+            )[0]
         return bool(created), job_id, _s(state) or ""
 
     def adopt(self, proc: str, raw: bytes, req: SubmitRequest) -> str:
@@ -248,9 +318,10 @@ class Queue:
         its first claim into ``proc``, so a reaper can always find what it claims."""
         self.fast.call("HSET", self.k.proclists, proc, owner)
 
-    def claim(self, proc: str, timeout: float) -> bytes | None:
-        """Interactive first, else block on bulk. A wake token (``Keys.WAKE``) comes back as-is."""
-        entry = self.fast.call("LMOVE", self.k.ready_hi, proc, "RIGHT", "LEFT")
+    def claim(self, proc: str, timeout: float, interactive_first: bool = True) -> bytes | None:
+        """Interactive first, else block on bulk. A wake token (``Keys.WAKE``) comes back as-is.
+        ``interactive_first`` False: the caller's take just found ready:hi empty."""
+        entry = self.fast.call("LMOVE", self.k.ready_hi, proc, "RIGHT", "LEFT") if interactive_first else None
         if entry is None:
             entry = self.fast.call("BLMOVE", self.k.ready_lo, proc, "RIGHT", "LEFT", timeout)
         return entry
@@ -260,6 +331,80 @@ class Queue:
         if isinstance(flat, dict):  # RESP3
             return flat
         return dict(zip(flat[::2], flat[1::2]))
+
+    def take(self, proc: str, ta: TakeArgs, suffix: str, entry: bytes = b"", retry: bool = False) -> TakeResult:
+        """take.lua: start ``entry`` (already moved into ``proc`` by a BLMOVE) or, with none, the next
+        queued job; one round trip, the job record included. ``suffix`` makes the attempt token:
+        pass the same one, with ``retry``, after a lost reply."""
+        k = self.k
+        res = self.fast.script(
+            self._texts["take"],
+            [proc, k.ready_hi, k.ready_lo, k.started, k.waitusers, k.finished, k.events, k.active, k.inready,
+             k.busy(ta.worker)],
+            [k.base, entry, suffix, ta.worker, ta.pid, ta.lock_ttl_ms, ta.retention_s, ta.max_waits,
+             ta.busy_ttl_ms, "1" if retry else "0", ta.limits],
+            replicas=self.replicas,
+            timeout_ms=self.wait_ms,
+        )
+        return _take_result(res)
+
+    def settle_take(
+        self,
+        proc: str,
+        job: JobRecord,
+        token: str,
+        verdict: "Verdict | str",
+        ta: TakeArgs,
+        suffix: str,
+        *,
+        result: dict | None = None,
+        error: JobError | None = None,
+        backoff_ms: int = 0,
+        counts_try: bool = False,
+        launched: bool = True,
+        retry: bool = False,
+    ) -> tuple["SettleReply", TakeResult]:
+        """settle_take.lua: ``settle`` this attempt, then ``take`` the next queued job for ``proc``
+        (LMOVE only: never waits), in one round trip. Same retry rules as both."""
+        k = self.k
+        res = self.fast.script(
+            self._texts["settle_take"],
+            [
+                *self._attempt_keys(proc, job),
+                k.delayed,
+                k.busy(ta.worker),
+                k.done(job.kind, job.user, job.input_hash) if job.input_hash else k.done("-", "-", "-"),
+                k.ready_hi,
+            ],
+            [
+                job.id,
+                token,
+                Verdict(verdict).value,
+                _json.encode(result) if result is not None else "",
+                _json.encode(error) if error is not None else "",
+                ta.lock_ttl_ms,
+                ta.retention_s,
+                backoff_ms,
+                job.user,
+                "1" if counts_try else "0",
+                "1" if launched else "0",
+                k.base,
+                suffix,
+                ta.worker,
+                ta.pid,
+                ta.max_waits,
+                ta.busy_ttl_ms,
+                "1" if retry else "0",
+                ta.limits,
+            ],
+            replicas=self.replicas,
+            timeout_ms=self.wait_ms,
+        )
+        if _s(res[0]) == "fenced":
+            reply = SettleReply(SettleAnswer.FENCED, "")
+        else:
+            reply = SettleReply(SettleAnswer.OK, _s(res[1]) or "")
+        return reply, _take_result(res[2])
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)

@@ -30,6 +30,8 @@ NAMES = (
     "run_cancel",
     "run_retry",
     "progress",
+    "take",
+    "settle_take",
 )
 
 

@@ -10,8 +10,14 @@ find what it claims); while Redis is down it keeps beating and retries, and neve
 What runs for a job is its kind's business (``kinds.py``): ``execute`` only launches what the kind
 prepared, through ``runner``, and hands the result back to the kind to conclude.
 
+Round trips per job: an idle slot blocks in BLMOVE, then take.lua starts what it got and returns
+the job record (two round trips); a busy slot settles its job and starts the next queued one in
+one step (settle_take.lua: one round trip per job). The slot → supervisor reports of a job go out
+in one write: the previous job's ``Finished`` with the next one's ``Busy`` (after its spawn), or
+``Finished`` with ``Idle``.
+
 Redis errors: a lost connection or a timeout during start or settle is retried with the same
-arguments (both scripts are safe to repeat), so a finished job is never thrown away; after any
+arguments (every script is safe to repeat), so a finished job is never thrown away; after any
 Redis error, anywhere, the slot reconciles its processing list with what it runs (nothing, between
 jobs) before claiming again, so an entry left behind by a lost reply or a failover is put back at
 once instead of waiting for the deadline rule.
@@ -29,6 +35,7 @@ import os
 import signal
 import time
 
+import msgspec
 import redis
 import setproctitle
 
@@ -54,13 +61,19 @@ from .progress import ProgressFeed
 from .connection import NotReplicated
 from .heartbeat import Reporter
 from .queue import (
+    BadRecord,
+    Empty,
     Ended,
     Parked,
     Queue,
+    RawEntry,
     Run,
     SettleAnswer,
     SettleReply,
     StartResult,
+    TakeArgs,
+    TakeResult,
+    Taken,
     Undecodable,
     Verdict,
     decode_job,
@@ -119,6 +132,9 @@ class Slot:
         self.busy = BusyTracker(self.q.r, self.q.k, worker_id, cfg, self.log, on_redis_error=self._redis_error)
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
         self.reconcile_due = True  # before the first claim: a previous incarnation may have left entries
+        self.take_args = take_args(cfg, worker_id, self.busy.ttl_ms)
+        self.next: tuple[JobRecord, Run] | None = None  # started by the last settle_take, not yet run
+        self.queue_empty = False  # the last take found nothing: go straight to the blocking BLMOVE
 
     # --- process plumbing -------------------------------------------------------------------------
 
@@ -138,7 +154,9 @@ class Slot:
         self.busy.clear_stale()
         self.reporter.send(Idle())
         backoff = 0.1
-        while not self.stopping and os.getppid() == self.parent:
+        # A job the last settle already started is run even when a SIGTERM came meanwhile (as one
+        # that start.lua started before the flag was seen).
+        while (not self.stopping or self.next is not None) and os.getppid() == self.parent:
             try:
                 self.step()
                 backoff = 0.1
@@ -151,6 +169,7 @@ class Slot:
                 self.log.exception("slot_step_failed")
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+        self.put_back_next()
         self.busy.clear_stale()
         for kind in self.kinds.values():
             kind.close()
@@ -176,10 +195,13 @@ class Slot:
         setproctitle.setproctitle(f"tender-pool: slot {self.index} {what}")
 
     def beat(self, force: bool = False) -> None:
-        """Report liveness (at most every ``beat_every`` unless forced) and write out any backlog."""
-        self.reporter.flush()
+        """Report liveness (at most every ``beat_every`` unless forced) and write out any backlog
+        (reports held for the next write go out with the next report, or with a due beat)."""
         now = time.monotonic()
-        if force or now - self.last_beat >= self.beat_every:
+        due = force or now - self.last_beat >= self.beat_every
+        if due or not self.reporter.held:
+            self.reporter.flush()
+        if due:
             self.last_beat = now
             self.reporter.send(Beat(redis_errors=self.redis_errors))
 
@@ -198,6 +220,14 @@ class Slot:
     # --- the job's path ---------------------------------------------------------------------------
 
     def step(self) -> None:
+        if self.next is not None:  # started by the last settle_take: run it now
+            job, st = self.next
+            self.next = None
+            if self.aborting:
+                self.put_back(job, st)
+            else:
+                self.run(job, st)
+            return
         self.beat()
         if self.reporter.congested:  # the supervisor is not reading: claim nothing until it does
             self._sleep(0.05)
@@ -206,34 +236,106 @@ class Slot:
             return
         if self.reconcile_due:
             self.reconcile()
-        entry = self.q.claim(self.proc, self.cfg.pool.claim_timeout)
+        entry = self.q.claim(self.proc, self.cfg.pool.claim_timeout, interactive_first=not self.queue_empty)
+        self.queue_empty = False
         if entry is None:
             return
         faults.checkpoint("after_claim")
-        if entry == Keys.WAKE.encode():
-            self.q.drop_wake(self.proc)
-            return
         if self.stopping:
             self.q.requeue(self.proc, entry, "unclaim", list_dead=False, **self._requeue_args())
             return
-        job = self.load(entry)
-        if job is None:
-            return
-        started = self.start(job)
-        faults.checkpoint("after_stamp")
-        if not isinstance(started, Run):
-            self.report_not_run(job, started)
-            return
-        # start.lua wrote the busy state in the same step that gave us the user's lock; settle.lua
-        # clears it (guarded by job id). Only an exception on the way needs a separate clean-up.
-        self.busy.started(started.attempt, started.started_ms, started.created_ms)
+        started = self.taken(self.take(entry))
+        if started is not None:
+            self.run(*started)
+
+    def run(self, job: JobRecord, st: Run) -> None:
+        """Run one started attempt and settle it; the settle may start the next job (``self.next``)."""
+        # start_job wrote the busy state in the same step that gave us the user's lock; settle clears
+        # it (guarded by job id) or the next start replaces it. Only an exception needs a clean-up.
+        self.busy.started(st.attempt, st.started_ms, st.created_ms)
         try:
-            outcome, launched = self.execute(job, started)
+            outcome, launched = self.execute(job, st)
             faults.checkpoint("before_ack")
-            self.settle(job, started, outcome, launched)
+            self.next = self.settle(job, st, outcome, launched, take_next=self._may_take())
         except BaseException:
             self.busy.clear(job.id)
             raise
+
+    def _may_take(self) -> bool:
+        """Whether the settle may start the next job: not when stopping, or when the supervisor is
+        not reading our reports."""
+        return not (self.stopping or self.reporter.congested or os.getppid() != self.parent)
+
+    def take(self, entry: bytes = b"") -> TakeResult:
+        """take.lua for ``entry`` (claimed by BLMOVE), retried with the same token suffix after a
+        lost reply (the retry adopts what our list holds)."""
+        suffix = os.urandom(6).hex()
+        for attempt in range(20):
+            try:
+                return self.q.take(self.proc, self.take_args, suffix, entry, retry=attempt > 0)
+            except RETRYABLE as e:
+                self._redis_error(e)
+                self.log.warning("start_retry", job_id=entry[:200].decode("utf-8", "replace"), kind=None, user=None,
+                                 attempt=None, error=str(e))
+                self._sleep(min(0.1 * 2**attempt, 5.0))
+        raise redis.ConnectionError("take.lua: Redis unreachable")
+
+    def taken(self, t: TakeResult) -> tuple[JobRecord, Run] | None:
+        """What a take answered → the started job to run, or None (nothing queued, a raw entry
+        adopted or dead-lettered, a job parked or ended at its start: each reported here)."""
+        if isinstance(t, Empty):
+            self.queue_empty = True
+            return None
+        if isinstance(t, RawEntry):
+            self.load(t.entry, {})
+            return None
+        if isinstance(t, BadRecord):
+            job = self.load(t.entry, t.record)
+            if job is None:
+                return None
+            started = self.start(job)  # decodable after all: start it with every key given
+            faults.checkpoint("after_stamp")
+            if not isinstance(started, Run):
+                self.report_not_run(job, started)
+                return None
+            return job, started
+        assert isinstance(t, Taken)
+        try:
+            job = decode_job(t.record)
+        except Undecodable as e:
+            self.undecodable_started(t, str(e))
+            return None
+        faults.checkpoint("after_stamp")
+        if not isinstance(t.started, Run):
+            self.report_not_run(job, t.started)
+            return None
+        return job, t.started
+
+    def undecodable_started(self, t: Taken, reason: str) -> None:
+        """take.lua started a job whose hash the decoder refuses (a hand-edited hash): fail it,
+        fenced as any attempt, so its lock is released."""
+        rec = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in t.record.items()}
+        job = JobRecord(id=t.entry.decode("utf-8", "replace"), kind=rec.get("kind", "?"), user=rec.get("user", ""),
+                        payload={}, run=rec.get("run") or None)
+        self.log.warning("dead_letter", job_id=job.id, entry=job.id, reason=reason, kind=job.kind, user=job.user,
+                         attempt=None)
+        if isinstance(t.started, Run):
+            err = JobError(ErrorKind.UNDECODABLE.value, reason)
+            self.settle(job, t.started, Outcome("failed", error=err, final=True, ran=False), launched=False)
+
+    def put_back(self, job: JobRecord, st: Run) -> None:
+        """A job the last settle started, not to be run (abort): back to ready, its start taken back."""
+        self.settle(job, st, Outcome("interrupted", ran=False), launched=False)
+
+    def put_back_next(self) -> None:
+        if self.next is not None:
+            job, st = self.next
+            self.next = None
+            try:
+                self.put_back(job, st)
+            except redis.RedisError as e:  # the reaper requeues it once our host key lapses
+                self._redis_error(e)
+                self.log.warning("put_back_failed", job_id=job.id, error=str(e))
 
     def registered(self) -> bool:
         """Register our processing list in ``proclists`` once, before the first claim."""
@@ -248,13 +350,9 @@ class Slot:
         self.list_owner = ""
         return True
 
-    def load(self, entry: bytes) -> JobRecord | None:
-        """The claimed entry's job, or None after adopting / dead-lettering a raw entry."""
-        try:
-            job_id = entry.decode("utf-8")
-            h = self.q.read_job(job_id) if len(entry) < 512 else {}
-        except UnicodeDecodeError:
-            h = {}
+    def load(self, entry: bytes, h: dict[bytes, bytes]) -> JobRecord | None:
+        """The claimed entry's job from its hash ``h`` (as take.lua read it; empty: none), or None
+        after adopting / dead-lettering a raw entry."""
         try:
             if not h:
                 req = decode_submit(entry)  # a raw message from a producer that can only LPUSH
@@ -329,7 +427,6 @@ class Slot:
             log.info("input_rejected", error_kind=launch.error.kind, message=launch.error.message)
             return launch.outcome(), False
         busy = Busy(job.id, job.kind, job.user, launch.file, st.token, st.attempt, int(time.time() * 1000))
-        self.reporter.send(busy)
         self.title(f"busy {job.kind} job={job.id} user={job.user}")
         env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.marker}
         t0 = time.monotonic()
@@ -339,7 +436,7 @@ class Slot:
             assert launch.argv is not None
             proc = runner.spawn(launch.argv, {**launch.env, **env})
         busy.child_pid = self.child_pid = proc.pid
-        self.reporter.send(busy)
+        self.reporter.send(busy)  # one write: with the previous job's held Finished, if any
         log.info("job_started", pid=proc.pid)
         self.progress = ProgressFeed(lambda ev: self._send_progress(job, st.token, ev))
         res = runner.run(
@@ -412,26 +509,32 @@ class Slot:
             return Verdict.RETRY, int(min(pool.retry_backoff * 2**job.tries, pool.retry_backoff_max) * 1000)
         return Verdict.FAILED, 0
 
-    def settle(self, job: JobRecord, st: Run, outcome: Outcome, launched: bool = True) -> None:
-        """Record the outcome and release the lock, in one fenced script; retried until Redis takes it."""
+    def settle(
+        self, job: JobRecord, st: Run, outcome: Outcome, launched: bool = True, take_next: bool = False
+    ) -> tuple[JobRecord, Run] | None:
+        """Record the outcome and release the lock, in one fenced script; retried until Redis takes it.
+        With ``take_next`` the same script starts the next queued job (settle_take.lua): returned,
+        for the caller to run."""
         verdict, backoff_ms = self.verdict(job, outcome)
         lost_reply = False
+        suffix = os.urandom(6).hex() if take_next else ""
+        taken: TakeResult | None = None
+        common = dict(
+            result=outcome.result,
+            error=outcome.error,
+            backoff_ms=backoff_ms,
+            counts_try=outcome.ran and outcome.status == "failed",  # a business failure of a handler that ran
+            launched=launched,
+        )
         for attempt in range(1000):
             try:
-                reply = self.q.settle(
-                    self.proc,
-                    job,
-                    st.token,
-                    verdict,
-                    result=outcome.result,
-                    error=outcome.error,
-                    lock_ttl_ms=self.lock_ttl,
-                    retention_s=self.retention,
-                    backoff_ms=backoff_ms,
-                    counts_try=outcome.ran and outcome.status == "failed",  # a business failure of a handler that ran
-                    worker=self.worker_id,
-                    launched=launched,
-                )
+                if take_next:
+                    reply, taken = self.q.settle_take(self.proc, job, st.token, verdict, self.take_args, suffix,
+                                                      retry=lost_reply, **common)  # type: ignore[arg-type]
+                else:
+                    reply = self.q.settle(self.proc, job, st.token, verdict, lock_ttl_ms=self.lock_ttl,
+                                          retention_s=self.retention, worker=self.worker_id,
+                                          **common)  # type: ignore[arg-type]
                 break
             except RETRYABLE as e:
                 lost_reply = True
@@ -441,6 +544,8 @@ class Slot:
                 self._sleep(min(0.1 * 2**attempt, 5.0))
         else:  # pragma: no cover
             raise redis.ConnectionError("settle: Redis unreachable")
+        if isinstance(taken, Taken) and isinstance(taken.started, Run):
+            faults.checkpoint("after_settle_take")  # settled and the next attempt started, not spawned
         if not reply.answer and lost_reply and self._landed(job, st, verdict, outcome, launched):
             reply = SettleReply(SettleAnswer.OK, "")  # our first try did it; only its reply was lost
             self.log.info("settle_reply_lost", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
@@ -449,20 +554,22 @@ class Slot:
             self.kinds[job.kind].discard(job, st.attempt, outcome)  # never publish a fenced attempt's files
         self.log.info("settled", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
                       verdict=verdict.value if reply.answer else "fenced", promoted=reply.promoted or None)
-        self.reporter.send(
-            Finished(
-                kind=job.kind,
-                outcome=_ENDS[verdict] if reply.answer else AttemptEnd.FENCED,
-                error_kind=outcome.error.kind if outcome.error else None,
-                killed=outcome.signals,
-                progress_events=self.progress.events if self.progress else 0,
-                progress_dropped=self.progress.dropped if self.progress else 0,
-                **self.busy.finished_fields(job, outcome),
-            )
+        finished = Finished(
+            kind=job.kind,
+            outcome=_ENDS[verdict] if reply.answer else AttemptEnd.FENCED,
+            error_kind=outcome.error.kind if outcome.error else None,
+            killed=outcome.signals,
+            progress_events=self.progress.events if self.progress else 0,
+            progress_dropped=self.progress.dropped if self.progress else 0,
+            **self.busy.finished_fields(job, outcome),
         )
         self.progress = None
-        self.reporter.send(Idle())
-        self.title("idle")
+        self.reporter.send(finished, hold=True)  # goes out with the next report: one write per job
+        nxt = self.taken(taken) if taken is not None else None
+        if nxt is None:
+            self.reporter.send(Idle())
+            self.title("idle")
+        return nxt
 
     def _landed(self, job: JobRecord, st: Run, verdict: Verdict, outcome: Outcome, launched: bool) -> bool:
         """After a retried settle answered ``fenced``: does the job show that our first try landed?
@@ -498,6 +605,27 @@ class Slot:
             self.log.warning("reconcile_failed", error=str(e))
             return
         self.reconcile_due = False
+
+
+def take_args(cfg: Config, worker_id: str, busy_ttl: int) -> TakeArgs:
+    """take.lua's constant arguments for this slot: per kind the timeout (+ kill grace) stamped on
+    an attempt and its per_user rule; "*" for a kind this slot does not know (start.lua's defaults:
+    the extraction timeout, the user's lock), which ``execute`` then fails as having no handler."""
+    grace = cfg.pool.kill_grace
+    limits = {
+        kind: [int(((cfg.handler_timeout(kind) or cfg.extract.timeout) + grace) * 1000), cfg.per_user(kind)]
+        for kind in ("parse_markdown", *cfg.handlers)
+    }
+    limits["*"] = [int((cfg.extract.timeout + grace) * 1000), 1]
+    return TakeArgs(
+        worker=worker_id,
+        pid=os.getpid(),
+        lock_ttl_ms=cfg.lock_ttl_ms,
+        retention_s=int(cfg.pool.result_retention),
+        max_waits=cfg.pool.max_waits,
+        busy_ttl_ms=busy_ttl,
+        limits=msgspec.json.encode(limits),
+    )
 
 
 def slot_main(

@@ -30,13 +30,20 @@ local function err_json(kind, message)
 end
 
 -- The context of one job for set_state: its key, id, user, run id ('' = plain job), item key, and
--- the 8-key state block at KEYS[i..i+7] (keys.py Keys.state_keys): events, active, inready,
--- backlog:<user>, run:<run>, events:run:<run>, runwait:<run>, runjobs:<run>.
-local function state_ctx(i, job_key, id, user, run_id, item_key, ready_lo, retention_s)
+-- its state block: events, active, inready, backlog:<user>, run:<run>, events:run:<run>,
+-- runwait:<run>, runjobs:<run> (b: a table of those eight names, in that order).
+local function new_ctx(job_key, id, user, run_id, item_key, b, ready_lo, retention_s)
   return {job = job_key, id = id, user = user or '', run_id = run_id or '', item = item_key or '',
-    events = KEYS[i], active = KEYS[i + 1], inready = KEYS[i + 2], backlog = KEYS[i + 3],
-    run = KEYS[i + 4], runev = KEYS[i + 5], runwait = KEYS[i + 6], runjobs = KEYS[i + 7],
+    events = b[1], active = b[2], inready = b[3], backlog = b[4],
+    run = b[5], runev = b[6], runwait = b[7], runjobs = b[8],
     ready_lo = ready_lo, retention = tonumber(retention_s) or 604800}
+end
+
+-- The same, with the state block at KEYS[i..i+7] (keys.py Keys.state_keys).
+local function state_ctx(i, job_key, id, user, run_id, item_key, ready_lo, retention_s)
+  return new_ctx(job_key, id, user, run_id, item_key,
+    {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], KEYS[i + 4], KEYS[i + 5], KEYS[i + 6], KEYS[i + 7]},
+    ready_lo, retention_s)
 end
 
 -- --- fairness: one "fair" entry per user in ready:lo, the rest in backlog:<user> ---------------
@@ -44,7 +51,8 @@ end
 -- A user with nothing running goes to the pop end (the front): it starts on the next free slot
 -- even behind another user's long run; else to the back, behind every other user's turn.
 local function push_fair(ctx, id)
-  local n = tonumber(redis.call('HGET', ctx.active, ctx.user) or '0')
+  -- set_state remembers the count its HINCRBY returned: no second read of the same field.
+  local n = ctx.n_active or tonumber(redis.call('HGET', ctx.active, ctx.user) or '0')
   if n <= 0 then redis.call('RPUSH', ctx.ready_lo, id) else redis.call('LPUSH', ctx.ready_lo, id) end
 end
 
@@ -125,9 +133,9 @@ end
 local function set_state(ctx, old, new, fields, consume_fair, now)
   redis.call('HSET', ctx.job, 'state', new, unpack(fields or {}))
   if new == 'running' and old ~= 'running' then
-    redis.call('HINCRBY', ctx.active, ctx.user, 1)
+    ctx.n_active = redis.call('HINCRBY', ctx.active, ctx.user, 1)
   elseif old == 'running' and new ~= 'running' then
-    redis.call('HINCRBY', ctx.active, ctx.user, -1)
+    ctx.n_active = redis.call('HINCRBY', ctx.active, ctx.user, -1)
   end
   if consume_fair == nil then consume_fair = new == 'running' or TERMINAL[new] end
   if consume_fair then drop_fair(ctx) end
@@ -164,9 +172,9 @@ end
 
 -- Hand the user's lock to the head of its wait list, reserved for that job ('r:<id>') so a later
 -- job of the same user cannot overtake it, and push the head to the front of ready:lo.
--- With no waiter the lock is deleted (a stale waitusers member is dropped by the unstick sweep).
--- Returns the promoted id or false.
-local function promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms)
+-- With no waiter the lock is deleted (`deleted`: the caller already did), a stale waitusers member
+-- is dropped by the unstick sweep. Returns the promoted id or false.
+local function promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms, deleted)
   local head = redis.call('LPOP', wait_key)
   if head then
     redis.call('SET', lock_key, 'r:' .. head, 'PX', ttl_ms)
@@ -174,15 +182,21 @@ local function promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user,
     if redis.call('LLEN', wait_key) == 0 then redis.call('SREM', waitusers_key, user) end
     return head
   end
-  redis.call('DEL', lock_key)
+  if not deleted then redis.call('DEL', lock_key) end
   return false
 end
 
--- Compare-and-release: only the attempt whose token holds the lock may free it.
+-- Compare-and-release: only the attempt whose token holds the lock may free it. GETDEL reads and
+-- frees in one command; a lock that turns out not to be ours (it expired and another attempt took
+-- it: rare) is put back at once, with a full TTL.
 local function release_lock(lock_key, wait_key, waitusers_key, ready_lo, user, token, ttl_ms)
   if token == nil or token == false or token == '' then return false end
-  if redis.call('GET', lock_key) ~= token then return false end
-  return promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms)
+  local cur = redis.call('GETDEL', lock_key)
+  if cur ~= token then
+    if cur then redis.call('SET', lock_key, cur, 'PX', ttl_ms) end
+    return false
+  end
+  return promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms, true)
 end
 
 -- per_user = N > 1: give the token's place back and wake the head waiter (no reservation: N > 1
@@ -216,4 +230,274 @@ local function on_terminal(job_key, deps_key, ready_lo, finished_key, id, now, r
   end
   redis.call('ZADD', finished_key, now, id)
   redis.call('EXPIRE', job_key, retention_s)
+end
+
+-- --- the slot's hot path: start, settle, take (start.lua, settle.lua, take.lua, settle_take.lua) --
+
+-- A slot's busy state names this job: delete it (a late clean-up of an old attempt never erases
+-- the state of a newer job the same slot already started).
+local function clear_busy(busy_key, id)
+  local cur = redis.call('GET', busy_key)
+  if cur then
+    local ok, st = pcall(cjson.decode, cur)
+    if not ok or type(st) ~= 'table' or st.job_id == id then redis.call('DEL', busy_key) end
+  end
+end
+
+-- Start one claimed job: stamp, cancel check, dependencies, max_parallel, the kind's per-user
+-- concurrency (lock, semaphore or none) or park, attempt token, state change, busy state.
+-- T: proc, job, started, lock, wait, waitusers, ready_lo, finished, deps, ctx, sem, semwait, busy
+--    (keys); dep_pairs {{job:<dep>, deps:<dep>, dep id}, …}; id, user, suffix, worker, timeout_ms,
+--    lock_ttl, retention, max_waits, busy_state (table: attempt and started_at filled in here),
+--    busy_ttl, per_user, now.
+-- j: the job's fields (state, cancel, waits, created_at, run, key, token, attempts, started_at).
+-- Returns start.lua's answer (see its header).
+local function start_job(T, j)
+  local id, user, ttl, now, ctx = T.id, T.user, T.lock_ttl, T.now, T.ctx
+  local state = j.state
+  local reserved = nil  -- read lazily: only the paths that do not take the lock need it
+
+  local function is_reserved()
+    if reserved == nil then reserved = redis.call('GET', T.lock) == 'r:' .. id end
+    return reserved
+  end
+
+  local function pass_reservation()
+    if is_reserved() then promote_waiter(T.lock, T.wait, T.waitusers, T.ready_lo, user, ttl) end
+  end
+
+  local function unclaim()
+    redis.call('LREM', T.proc, 1, id)
+    redis.call('HDEL', T.started, id)
+  end
+
+  local function finish(st, kind, msg)
+    unclaim()
+    set_state(ctx, state, st, {'error', err_json(kind, msg), 'finished_at', now, 'token', ''}, true, now)
+    on_terminal(T.job, T.deps, T.ready_lo, T.finished, id, now, T.retention)
+    pass_reservation()
+    return {'ended', st, kind, msg}
+  end
+
+  local function park(list, reason, detail, consume_fair)
+    unclaim()
+    redis.call('RPUSH', list, id)
+    set_state(ctx, state, 'waiting', {'waits', (tonumber(j.waits) or 0) + 1}, consume_fair, now)
+    return {'parked', reason, detail}
+  end
+
+  -- Our own retry after a reply lost to a connection error: the first call did start it.
+  if state == 'running' and redis.call('LPOS', T.proc, id) then
+    local tok = j.token or ''
+    if string.sub(tok, -#T.suffix - 1) == '.' .. T.suffix then
+      return {'run', tok, tonumber(j.attempts), tonumber(j.started_at), tonumber(j.created_at or '-1')}
+    end
+  end
+  -- A duplicate entry of a finished or running job (e.g. after a failover): the other copy owns it.
+  if TERMINAL[state] or state == 'running' then
+    unclaim()
+    pass_reservation()
+    return {'stale', state}
+  end
+  if j.cancel == '1' then
+    return finish('cancelled', 'cancelled', 'cancelled before it started')
+  end
+  if (tonumber(j.waits) or 0) >= T.max_waits then
+    -- Nothing was killed: not a timeout (ErrorKind.WAITED_TOO_LONG).
+    return finish('failed', 'waited_too_long', 'waited ' .. T.max_waits .. ' times for its user or dependencies (pool.max_waits)')
+  end
+
+  for _, d in ipairs(T.dep_pairs) do
+    local dstate = redis.call('HGET', d[1], 'state')
+    if not dstate then
+      return finish('failed', 'dependency_failed', 'dependency ' .. d[3] .. ' not found (unknown id, or expired)')
+    elseif dstate ~= 'completed' then
+      if TERMINAL[dstate] then
+        return finish('failed', 'dependency_failed', 'dependency ' .. d[3] .. ' ended ' .. dstate)
+      end
+      pass_reservation()
+      return park(d[2], 'dependency', d[3], true)
+    end
+  end
+
+  if ctx.run_id ~= '' then
+    local r = redis.call('HMGET', ctx.run, 'max_parallel', 'running')
+    local maxp = tonumber(r[1] or '0') or 0
+    if maxp > 0 and (tonumber(r[2] or '0') or 0) >= maxp then
+      pass_reservation()
+      return park(ctx.runwait, 'run', ctx.run_id, false)
+    end
+  end
+
+  local attempt = (tonumber(j.attempts) or 0) + 1
+  local token = attempt .. '.' .. T.suffix
+  local conc = 'lock'
+  if T.per_user == 1 then
+    -- Take the lock if it is free (one command: SET NX GET answers what was there instead).
+    local prev = redis.call('SET', T.lock, token, 'NX', 'PX', ttl, 'GET')
+    if not prev then
+      if redis.call('LLEN', T.wait) > 0 then
+        -- Free lock but waiters: a promotion was lost. Queue behind them and promote the head now
+        -- (which replaces the lock we just set).
+        local r = park(T.wait, 'user', user, false)
+        redis.call('SADD', T.waitusers, user)
+        promote_waiter(T.lock, T.wait, T.waitusers, T.ready_lo, user, ttl)
+        return r
+      end
+    elseif prev == 'r:' .. id then
+      redis.call('SET', T.lock, token, 'PX', ttl)  -- reserved for us by the release that promoted us
+    else
+      redis.call('SADD', T.waitusers, user)
+      return park(T.wait, 'user', user, false)
+    end
+  else
+    pass_reservation()
+    conc = 'none'
+    if T.per_user > 1 then
+      conc = 'sem'
+      redis.call('ZREMRANGEBYSCORE', T.sem, '-inf', now)
+      if redis.call('ZCARD', T.sem) >= T.per_user then
+        return park(T.semwait, 'user', user, false)
+      end
+      redis.call('ZADD', T.sem, now + ttl, token)
+    end
+  end
+
+  set_state(ctx, state, 'running', {'attempts', attempt, 'token', token, 'started_at', now, 'worker', T.worker,
+    'timeout_ms', T.timeout_ms, 'conc', conc}, true, now)
+  redis.call('HSET', T.started, id, now)
+  local busy = T.busy_state
+  busy.attempt = attempt
+  busy.started_at = now
+  redis.call('SET', T.busy, cjson.encode(busy), 'PX', T.busy_ttl)
+  return {'run', token, attempt, now, tonumber(j.created_at or '-1')}
+end
+
+-- Settle one attempt, fenced by its token, and release what it held (S: settle.lua's keys and
+-- arguments by name; keep_busy: the caller starts the slot's next job, whose busy state replaces
+-- this one, or clears it itself). Returns {'ok', promoted id or ''} | {'fenced'}.
+local function settle_job(S)
+  local id, token, outcome, now = S.id, S.token, S.outcome, S.now
+  if not S.keep_busy then clear_busy(S.busy, id) end
+  local j = redis.call('HMGET', S.job, 'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash')
+  if j[1] ~= token then
+    redis.call('LREM', S.proc, 0, id)  -- our own list: never leave a stale copy behind
+    return {'fenced'}
+  end
+  local ctx = new_ctx(S.job, id, S.user, j[3], j[4], S.block, S.ready_lo, S.retention)
+  local old = j[2]
+  local fields = {}
+  if not S.launched then
+    -- No handler process started (a rejected input): this start is taken back out of 'attempts'.
+    redis.call('HINCRBY', S.job, 'attempts', -1)
+  end
+  redis.call('LREM', S.proc, 1, id)
+  redis.call('HDEL', S.started, id)
+  local promoted = release_held(j[5], token, S.lock, S.wait, S.waitusers, S.ready_lo, S.user, S.lock_ttl,
+    S.sem, S.semwait)
+  -- The fair entry was consumed when the attempt started: nothing of the user's turn to pass on here.
+  if outcome == 'completed' then
+    set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
+    on_terminal(S.job, S.deps, S.ready_lo, S.finished, id, now, S.retention)
+    if j[7] and j[7] ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
+  elseif outcome == 'failed' or outcome == 'cancelled' then
+    if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
+    set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)
+    on_terminal(S.job, S.deps, S.ready_lo, S.finished, id, now, S.retention)
+  elseif outcome == 'retry' then
+    redis.call('HINCRBY', S.job, 'tries', 1)
+    set_state(ctx, old, 'queued', {'error', S.error, 'token', ''}, false, now)
+    redis.call('ZADD', S.delayed, now + S.backoff, j[6] == 'interactive' and ('!' .. id) or id)
+  elseif outcome == 'requeue' then
+    redis.call('HINCRBY', S.job, 'interruptions', 1)
+    set_state(ctx, old, 'queued', {'token', ''}, false, now)
+    redis.call('RPUSH', S.ready_lo, id)
+  else
+    return redis.error_reply('unknown outcome ' .. tostring(outcome))
+  end
+  return {'ok', promoted or ''}
+end
+
+-- Move the next entry into the processing list: interactive first, then bulk. A wake token
+-- (keys.py Keys.WAKE) is dropped: it only makes a blocked slot look at ready:hi, done here anyway.
+-- Never blocks (BLMOVE cannot run in a script): false when both lists are empty.
+local function claim_entry(proc, hi, lo)
+  local e = redis.call('LMOVE', hi, proc, 'RIGHT', 'LEFT')
+  if e then return e end
+  for _ = 1, 1000 do
+    e = redis.call('LMOVE', lo, proc, 'RIGHT', 'LEFT')
+    if e ~= '~wake' then return e end
+    redis.call('LPOP', proc)  -- the wake token just landed at our list's left end
+  end
+  return false
+end
+
+-- BusyState.file: the payload's `file`, when it is a string (large payloads are not decoded).
+local function file_of(payload)
+  if payload and #payload <= 65536 then
+    local ok, p = pcall(cjson.decode, payload)
+    if ok and type(p) == 'table' and type(p.file) == 'string' then return p.file end
+  end
+  return cjson.null
+end
+
+-- Claim (or take the given, already claimed entry) and start it, building the job's own key names
+-- from the queue's base the way supervisor/keys.py spells them (every name keeps the {queue} hash
+-- tag, so all stay in one cluster slot; tests/perf_correctness checks the spelling against Keys).
+-- F: proc, hi, lo, started, waitusers, finished, events, active, inready, busy (keys).
+-- A: base, given (entry already in proc, '' = claim), skip (an id never taken again: the job just
+--    settled), retry (an earlier call with this suffix may have landed: adopt what proc holds),
+--    suffix, worker, pid, lock_ttl, retention, max_waits, busy_ttl, limits {kind: {timeout ms,
+--    per_user}, ['*'] = for kinds not configured}, now.
+-- Returns {'empty'} | {'raw', entry} (no job hash: a producer's raw entry, or gone) |
+--   {'bad', entry, record} (a hash without user or kind: the slot dead-letters it) |
+--   {'job', entry, record, start answer}; record = the job hash as read before the start (HGETALL).
+local function take_job(F, A)
+  local e = A.given
+  if A.retry then
+    for _, x in ipairs(redis.call('LRANGE', F.proc, 0, -1)) do
+      if x ~= A.skip then e = x break end
+    end
+  end
+  if e == '~wake' then
+    redis.call('LREM', F.proc, 1, e)
+    e = ''
+  end
+  if not e or e == '' then
+    e = claim_entry(F.proc, F.hi, F.lo)
+    if not e then return {'empty'} end
+  end
+  if #e >= 512 then return {'raw', e} end
+  local base = A.base
+  local job_key = base .. ':job:' .. e
+  local flat = redis.call('HGETALL', job_key)
+  if #flat == 0 then return {'raw', e} end
+  local j = {}
+  for i = 1, #flat, 2 do j[flat[i]] = flat[i + 1] end
+  if not j.user or not j.kind or not j.state then return {'bad', e, flat} end
+  local user, kind = j.user, j.kind
+  local dep_pairs = {}
+  if j.after and j.after ~= '' and j.after ~= '[]' then
+    local ok, after = pcall(cjson.decode, j.after)
+    if not ok or type(after) ~= 'table' then return {'bad', e, flat} end
+    for _, d in ipairs(after) do
+      if type(d) ~= 'string' then return {'bad', e, flat} end
+      dep_pairs[#dep_pairs + 1] = {base .. ':job:' .. d, base .. ':deps:' .. d, d}
+    end
+  end
+  local run = (j.run and j.run ~= '') and j.run or '-'
+  local lim = A.limits[kind] or A.limits['*']
+  local ctx = new_ctx(job_key, e, user, j.run, j.key,
+    {F.events, F.active, F.inready, base .. ':backlog:' .. user, base .. ':run:' .. run,
+     base .. ':events:run:' .. run, base .. ':runwait:' .. run, base .. ':runjobs:' .. run},
+    F.lo, A.retention)
+  local T = {proc = F.proc, job = job_key, started = F.started, lock = base .. ':lock:' .. user,
+    wait = base .. ':wait:' .. user, waitusers = F.waitusers, ready_lo = F.lo, finished = F.finished,
+    deps = base .. ':deps:' .. e, ctx = ctx, sem = base .. ':sem:' .. kind .. ':' .. user,
+    semwait = base .. ':semwait:' .. kind .. ':' .. user, busy = F.busy, dep_pairs = dep_pairs,
+    id = e, user = user, suffix = A.suffix, worker = A.worker, timeout_ms = lim[1], lock_ttl = A.lock_ttl,
+    retention = A.retention, max_waits = A.max_waits, busy_ttl = A.busy_ttl, per_user = lim[2], now = A.now,
+    busy_state = {worker = A.worker, pid = A.pid, kind = kind, job_id = e, user = user,
+      file = file_of(j.payload), attempt = 0}}
+  return {'job', e, flat, start_job(T, j)}
 end

@@ -1,4 +1,4 @@
--- Settle one attempt and release what it held (the user's lock or its semaphore place), fenced by
+-- Settle one attempt (lib.lua settle_job) and release what it held (the user's lock or its semaphore place), fenced by
 -- the attempt token; the state change goes through lib.lua set_state (counts, events, max_parallel).
 -- KEYS[1] processing list  KEYS[2] job:<id>  KEYS[3] started  KEYS[4] lock:<user>  KEYS[5] wait:<user>
 -- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<id>
@@ -12,43 +12,11 @@
 --       rejected input): this start is taken back out of 'attempts', which counts handler starts
 -- A retry waits in `delayed` as its id, or '!' .. id for an interactive job (promote_due.lua).
 -- Returns {'ok', promoted waiter id or ''} | {'fenced'} when this attempt no longer owns the job.
-local id, token, outcome = ARGV[1], ARGV[2], ARGV[3]
-local cur = redis.call('GET', KEYS[21])
-if cur then
-  local ok, st = pcall(cjson.decode, cur)
-  if not ok or type(st) ~= 'table' or st.job_id == id then redis.call('DEL', KEYS[21]) end
-end
-local j = redis.call('HMGET', KEYS[2], 'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash')
-if j[1] ~= token then
-  redis.call('LREM', KEYS[1], 0, id)  -- our own list: never leave a stale copy behind
-  return {'fenced'}
-end
-local now = now_ms()
-local ctx = state_ctx(10, KEYS[2], id, ARGV[9], j[3], j[4], KEYS[7], ARGV[7])
-local old = j[2]
-if ARGV[11] == '0' then redis.call('HINCRBY', KEYS[2], 'attempts', -1) end
-redis.call('LREM', KEYS[1], 1, id)
-redis.call('HDEL', KEYS[3], id)
-local promoted = release_held(j[5], token, KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[9], tonumber(ARGV[6]),
-  KEYS[18], KEYS[19])
--- The fair entry was consumed when the attempt started: nothing of the user's turn to pass on here.
-if outcome == 'completed' then
-  set_state(ctx, old, 'completed', {'result', ARGV[4], 'error', '', 'finished_at', now, 'token', ''}, false, now)
-  on_terminal(KEYS[2], KEYS[9], KEYS[7], KEYS[8], id, now, ARGV[7])
-  if j[7] and j[7] ~= '' then redis.call('SET', KEYS[22], id, 'PX', tonumber(ARGV[7]) * 1000) end
-elseif outcome == 'failed' or outcome == 'cancelled' then
-  if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'tries', 1) end
-  set_state(ctx, old, outcome, {'error', ARGV[5], 'finished_at', now, 'token', ''}, false, now)
-  on_terminal(KEYS[2], KEYS[9], KEYS[7], KEYS[8], id, now, ARGV[7])
-elseif outcome == 'retry' then
-  redis.call('HINCRBY', KEYS[2], 'tries', 1)
-  set_state(ctx, old, 'queued', {'error', ARGV[5], 'token', ''}, false, now)
-  redis.call('ZADD', KEYS[20], now + tonumber(ARGV[8]), j[6] == 'interactive' and ('!' .. id) or id)
-elseif outcome == 'requeue' then
-  redis.call('HINCRBY', KEYS[2], 'interruptions', 1)
-  set_state(ctx, old, 'queued', {'token', ''}, false, now)
-  redis.call('RPUSH', KEYS[7], id)
-else
-  return redis.error_reply('unknown outcome ' .. tostring(outcome))
-end
-return {'ok', promoted or ''}
+local block = {}
+for i = 10, 17 do block[#block + 1] = KEYS[i] end
+return settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
+  waitusers = KEYS[6], ready_lo = KEYS[7], finished = KEYS[8], deps = KEYS[9], block = block,
+  sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
+  id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
+  lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
+  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', now = now_ms()})

@@ -1,0 +1,30 @@
+-- Settle one attempt and start the slot's next job in the same step: settle.lua's work (lib.lua
+-- settle_job), then take.lua's (lib.lua take_job) from what is already queued. The steady state of a
+-- busy slot is one round trip per job. Takes only what is there (LMOVE; never blocks); with nothing
+-- queued the busy state is cleared (while it names the settled job) and the slot goes back to its
+-- blocking BLMOVE.
+-- KEYS[1..22] as settle.lua  KEYS[23] ready:hi
+-- ARGV[1..11] as settle.lua; then 12 base '<prefix>:{<queue>}', 13 token suffix for the next attempt
+--       (the same on a retry), 14 worker id, 15 slot pid, 16 max waits, 17 busy-state TTL ms,
+--       18 '1' on a retry after a lost reply, 19 kind limits JSON (as take.lua's ARGV)
+-- Returns {'ok' | 'fenced', promoted waiter id or '', take.lua's answer}. On a retry whose first
+-- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
+-- the take answers the job the first call started ('run' with the same token).
+local block = {}
+for i = 10, 17 do block[#block + 1] = KEYS[i] end
+local now = now_ms()
+local retry = ARGV[18] == '1'
+local s = settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
+  waitusers = KEYS[6], ready_lo = KEYS[7], finished = KEYS[8], deps = KEYS[9], block = block,
+  sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
+  id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
+  lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
+  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', now = now, keep_busy = true})
+local t = take_job(
+  {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
+   events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21]},
+  {base = ARGV[12], given = '', skip = ARGV[1], retry = retry, suffix = ARGV[13], worker = ARGV[14],
+   pid = tonumber(ARGV[15]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[16]),
+   busy_ttl = tonumber(ARGV[17]), limits = cjson.decode(ARGV[19]), now = now})
+if not (t[1] == 'job' and t[4][1] == 'run') then clear_busy(KEYS[21], ARGV[1]) end
+return {s[1], s[2] or '', t}
