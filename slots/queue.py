@@ -44,26 +44,32 @@ def _s(v: bytes | str | None) -> str | None:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
+_JSON_FIELDS = frozenset({"payload", "after", "error", "result"})
+
+
 def decode_job(h: dict[bytes, bytes]) -> JobRecord:
-    """The job hash → JobRecord; raises Undecodable with the reason."""
-    try:
-        d: dict[str, Any] = {k.decode(): v.decode() for k, v in h.items()}
-    except UnicodeDecodeError as e:
-        raise Undecodable(f"job hash is not UTF-8: {e}") from None
+    """The job hash → JobRecord; raises Undecodable with the reason. Empty values and JSON nulls
+    are left out (the Struct's defaults apply). One pass: this runs once per job in the slot."""
     out: dict[str, Any] = {}
     try:
-        for k, v in d.items():
-            if k in ("payload", "after", "error", "result"):
-                out[k] = msgspec.json.decode(v) if v else None
-            elif k == "cancel":
-                out[k] = v == "1"
-            elif v == "":
-                continue
-            else:
-                out[k] = v
-        out = {k: v for k, v in out.items() if v is not None}
+        for k, v in h.items():
+            key = k.decode()
+            if key in _JSON_FIELDS:
+                if v:
+                    value = msgspec.json.decode(v)
+                    if value is not None:
+                        out[key] = value
+            elif key == "cancel":
+                out[key] = v == b"1"
+            elif v:
+                out[key] = v.decode()
+    except UnicodeDecodeError as e:
+        raise Undecodable(f"job hash is not UTF-8: {e}") from None
+    except msgspec.DecodeError as e:
+        raise Undecodable(f"job hash does not validate: {e}") from None
+    try:
         return msgspec.convert(out, JobRecord, strict=False)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+    except msgspec.ValidationError as e:
         raise Undecodable(f"job hash does not validate: {e}") from None
 
 

@@ -68,13 +68,19 @@ end
 -- The user's fair entry was consumed (started, ended, or parked behind a dependency): the next of
 -- its backlog takes its place.
 local function topup(ctx)
-  local nxt = redis.call('LPOP', ctx.backlog)
-  if nxt then
-    redis.call('HSET', ctx.inready, ctx.user, nxt)
-    push_fair(ctx, nxt)
+  local nxt
+  if ctx.n_active then
+    -- The user's running count is known (set_state's HINCRBY): one LMOVE pops and places it.
+    nxt = redis.call('LMOVE', ctx.backlog, ctx.ready_lo, 'LEFT', ctx.n_active <= 0 and 'RIGHT' or 'LEFT')
+    if nxt then redis.call('HSET', ctx.inready, ctx.user, nxt) end
   else
-    redis.call('HDEL', ctx.inready, ctx.user)
+    nxt = redis.call('LPOP', ctx.backlog)
+    if nxt then
+      redis.call('HSET', ctx.inready, ctx.user, nxt)
+      push_fair(ctx, nxt)
+    end
   end
+  if not nxt then redis.call('HDEL', ctx.inready, ctx.user) end
 end
 
 local function drop_fair(ctx)
