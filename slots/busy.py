@@ -1,12 +1,14 @@
 """A slot's busy state in Redis (``busy:<worker id>``) and the per-attempt figures its reports carry.
 
 Owns three rules of the observability issue:
-- the state is written only once the slot holds the user's lock (start.lua writes it in the step
-  that takes the lock, from ``state_json``), with the job's Redis-TIME start, so ``status --redis`` and an admin page never
-  show a job as running on a slot that is still waiting for its user;
+- the state is written only once the slot holds the user's lock (lib.lua ``start_job`` writes it in
+  the step that takes the lock: take.lua and settle_take.lua build it from the job record, start.lua
+  from ``state_json``), with the job's Redis-TIME start, so ``status --redis`` and an admin page
+  never show a job as running on a slot that is still waiting for its user;
 - it is cleared the moment the attempt ends, by settle.lua (and busy_clear.lua on an exception),
-  which compare the job id: a late
-  clean-up of an old attempt cannot erase the state of the next job the same slot already started;
+  which compare the job id: a late clean-up of an old attempt cannot erase the state of the next
+  job the same slot already started; settle_take.lua replaces it with the next job's state in the
+  same step (or clears it, the same way, when nothing was queued);
 - it is cleared unconditionally at slot start and stop (a worker id is reused by each incarnation of
   the slot, and a duplicate live host_id is refused at start, so nobody else owns it), and it expires
   after the longest job timeout + 120 s, so a crash never leaves a permanent "busy".
@@ -74,7 +76,8 @@ class BusyTracker:
 
     def state_json(self, job: JobRecord) -> bytes:
         """The busy state start.lua writes once it gives the slot the user's lock (it fills in the
-        attempt and the Redis-TIME ``started_at``): no extra round trip per job."""
+        attempt and the Redis-TIME ``started_at``): no extra round trip per job. (take.lua and
+        settle_take.lua build the same object in Lua: the job is only known there.)"""
         st = BusyState(
             worker=self.worker_id,
             pid=os.getpid(),
