@@ -95,8 +95,9 @@ def read_stream(path: str, *, min_bytes: int = MIN_STREAM) -> list[Block] | None
         return None
     try:
         blocks = _Book(data).blocks(meta)
-        # no value anywhere: POI tells an empty workbook from a damaged one (fuzzed files read as empty here)
-        return blocks if any(isinstance(b, Sheet) and b.cells for b in blocks) else None
+        # neither a value nor a picture anywhere: POI tells an empty workbook from a damaged one (fuzzed files
+        # read as empty here); a sheet of pictures alone is content
+        return blocks if any(isinstance(b, Image) or isinstance(b, Sheet) and b.cells for b in blocks) else None
     except (_Unmodelled, struct.error, IndexError, KeyError, ValueError, UnicodeDecodeError, OverflowError):
         return None
 

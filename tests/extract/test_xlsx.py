@@ -48,12 +48,12 @@ def test_stream_equals_openpyxl_on_corpus(entry, corpus_dir):
 
 def test_stream_equals_openpyxl_on_large_bill(bigbook):
     xlsx, _ = bigbook
-    t0 = time.monotonic()
+    t0 = time.process_time()  # CPU time: a shared 2-core machine's load does not fail it
     streamed = read_stream(str(xlsx))
-    took = time.monotonic() - t0
+    took = time.process_time() - t0
     _same(read_xlsx_openpyxl(str(xlsx)), streamed)
     assert sum(len(s.cells) for s in streamed if isinstance(s, Sheet)) > 90_000
-    assert took < 3.0, f"streaming the 12k-row bill took {took:.2f} s"  # openpyxl: ~5 s on the same machine
+    assert took < 2.0, f"streaming the 12k-row bill took {took:.2f} s of CPU"  # openpyxl: ~5 s; we: ~0.6 s
 
 
 def test_shared_strings_shortcut_matches_the_parser():

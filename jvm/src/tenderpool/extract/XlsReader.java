@@ -356,6 +356,9 @@ final class XlsReader {
                     HSSFClientAnchor a = (HSSFClientAnchor) pic.getAnchor();
                     Json.field(sb, "row", a.getRow1());
                     Json.field(sb, "col", a.getCol1());
+                    // the far corner: the page estimate counts every page the picture crosses
+                    Json.field(sb, "row2", Math.max(a.getRow1(), a.getRow2()));
+                    Json.field(sb, "col2", Math.max(a.getCol1(), a.getCol2()));
                 }
                 blocks.add(sb.append('}').toString());
             }
