@@ -8,7 +8,7 @@ chart or macro sheets, encryption, BIFF5 and older — makes ``read_stream``
 return None, and the caller uses the JVM as before; so do files below ``MIN_STREAM`` bytes, where the
 JVM's answer costs milliseconds anyway.
 
-Owns the POI-compatible reading of: SST (strings split across CONTINUE records), XF/FORMAT (number
+Owns the POI-compatible reading of (strings in ``xls_strings``, drawings in ``officeart``): SST (strings split across CONTINUE records), XF/FORMAT (number
 formats, wrap), cell records (LABELSST, LABEL, NUMBER, RK, MULRK, FORMULA with its cached result and
 STRING, BOOLERR), MERGEDCELLS, ROW/COLINFO/DEFCOLWIDTH/DEFAULTROWHEIGHT, SETUP, margins, WSBOOL's
 fit-to-page, page breaks, HEADER/FOOTER, the built-in names Print_Area and Print_Titles, and pictures
@@ -21,11 +21,12 @@ crash), record lengths are the stream's own, and nothing is allocated from a cou
 from __future__ import annotations
 
 import datetime as dt
-import re
 import struct
 
 from .blocks import Block, Image, Merge, Meta, PageSetup, Sheet, SheetCell
 from .numfmt import formatter, is_date_format
+from .officeart import blip_types, shapes
+from .xls_strings import clean_cell, header_footer, shared_strings, xl_string
 
 MIN_STREAM = 0  # every plain BIFF8 workbook the pass models (tests compare it with POI on the corpus)
 
@@ -60,7 +61,6 @@ _BT_EXT = {2: "emf", 3: "wmf", 4: "pict", 5: "jpeg", 6: "png", 7: "dib"}  # FBSE
 
 _ERRORS = {0x00: "#NULL!", 0x07: "#DIV/0!", 0x0F: "#VALUE!", 0x17: "#REF!", 0x1D: "#NAME?", 0x24: "#NUM!",
            0x2A: "#N/A"}
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # XlsReader's Text.cleanCell: \n and \t stay, other controls go
 # Excel's built-in number formats (ids a BIFF file need not store), as POI's BuiltinFormats names them
 _BUILTIN = {0: "General", 1: "0", 2: "0.00", 3: "#,##0", 4: "#,##0.00", 5: '"$"#,##0_);("$"#,##0)',
             6: '"$"#,##0_);[Red]("$"#,##0)', 7: '"$"#,##0.00_);("$"#,##0.00)',
@@ -146,14 +146,14 @@ class _Book:
                     cl = _HDR(data, pos)[1]
                     segs.append(data[pos + 4: pos + 4 + cl])
                     pos += 4 + cl
-                self.sst = _sst(segs, _U32(data, body + 4)[0])
+                self.sst = shared_strings(segs, _U32(data, body + 4)[0])
             elif typ == XF:
                 ifmt = _U16(data, body + 2)[0]
                 self.xf_fmt.append(ifmt)
                 self.xf_wrap.append(bool(data[body + 6] & 0x08))
             elif typ == FORMAT:
                 ifmt = _U16(data, body)[0]
-                self.formats[ifmt] = _xlstring(data, body + 2, body + ln)[0]
+                self.formats[ifmt] = xl_string(data, body + 2, body + ln)[0]
             elif typ == BOUNDSHEET:
                 off = _U32(data, body)[0]
                 state, kind = data[body + 4] & 3, data[body + 5]
@@ -169,7 +169,7 @@ class _Book:
                     cl = _HDR(data, pos)[1]
                     group.append(data[pos + 4: pos + 4 + cl])
                     pos += 4 + cl
-                self.blips = _blip_types(b"".join(group))
+                self.blips = blip_types(b"".join(group))
             elif typ == DATEMODE:
                 self.date1904 = bool(_U16(data, body)[0])
             elif typ == NAME:
@@ -180,12 +180,12 @@ class _Book:
             sheet, (drawing, objects) = self._sheet(index, name, off, hidden)
             out.append(sheet)
             if OT_PICTURE in objects:
-                shapes = _shapes(b"".join(drawing))
-                if len(shapes) != len(objects):
+                found = shapes(b"".join(drawing))
+                if len(found) != len(objects):
                     raise _Unmodelled("drawing shapes and OBJ records do not pair up")
                 out += [Image(type=self.blips[pib - 1] if 0 < pib <= len(self.blips) else "", sheet=name, row=row,
                               col=col, row2=row2, col2=col2)
-                        for (pib, row, col, row2, col2), ot in zip(shapes, objects) if ot == OT_PICTURE]
+                        for (pib, row, col, row2, col2), ot in zip(found, objects) if ot == OT_PICTURE]
         return out
 
     def _name(self, body: int, ln: int) -> None:
@@ -329,7 +329,7 @@ class _Book:
                     if c > max_col:
                         max_col = c
             elif typ == STRING and pending is not None:
-                text = _clean(_xlstring(data, body, body + ln)[0])
+                text = clean_cell(xl_string(data, body, body + ln)[0])
                 if text.strip():
                     append(SheetCell(pending[0], pending[1], text, "formula"))
                     if pending[1] > max_col:
@@ -337,7 +337,7 @@ class _Book:
                 pending = None
             elif typ == LABEL:
                 r, c, xf = _RC_XF(data, body)
-                text = _clean(_xlstring(data, body + 6, body + ln)[0])
+                text = clean_cell(xl_string(data, body + 6, body + ln)[0])
                 if text.strip():
                     append(SheetCell(r, c, text, "string", xf < nxf and xf_wrap[xf]))
                     if c > max_col:
@@ -388,7 +388,7 @@ class _Book:
                 got = [_U16(data, body + 2 + 6 * k)[0] for k in range(_U16(data, body)[0])]
                 (row_breaks if typ == HBREAKS else col_breaks).extend(got)
             elif typ in (HEADER, FOOTER) and ln:
-                text = _header_footer(_xlstring(data, body, body + ln)[0], name)
+                text = header_footer(xl_string(data, body, body + ln)[0], name)
                 if typ == HEADER:
                     header = text
                 else:
@@ -457,181 +457,3 @@ def _date_formatter(code: str, date1904: bool):
     return show
 
 
-def _clean(text: str) -> str:
-    return _CTRL.sub("", text) if _CTRL.search(text) else text
-
-
-def _xlstring(data: bytes, p: int, end: int) -> tuple[str, int]:
-    """XLUnicodeString (16-bit count, flags, characters; rich-text and phonetic blocks skipped)."""
-    cch, flags = _U16(data, p)[0], data[p + 2]
-    p += 3
-    runs = ext = 0
-    if flags & 8:
-        runs = _U16(data, p)[0]
-        p += 2
-    if flags & 4:
-        ext = _U32(data, p)[0]
-        p += 4
-    size = cch * 2 if flags & 1 else cch
-    raw = data[p: min(p + size, end)]
-    text = raw.decode("utf-16-le", "replace") if flags & 1 else raw.decode("latin-1")
-    return text, p + size + 4 * runs + ext
-
-
-def _sst(segs: list[bytes], count: int) -> list[str]:
-    """The shared strings; a string's characters may continue in the next CONTINUE, after a new flags byte."""
-    out: list[str] = []
-    si, pos = 0, 0
-    nseg = len(segs)
-    seg = segs[0]
-    while len(out) < count:
-        if pos >= len(seg):
-            si += 1
-            if si >= nseg:
-                break
-            seg, pos = segs[si], 0
-            continue
-        cch, flags = _U16(seg, pos)[0], seg[pos + 2]
-        pos += 3
-        runs = ext = 0
-        if flags & 8:
-            runs = _U16(seg, pos)[0]
-            pos += 2
-        if flags & 4:
-            ext = _U32(seg, pos)[0]
-            pos += 4
-        high = flags & 1
-        size = cch * 2 if high else cch
-        if pos + size <= len(seg):  # the common case: the whole string in this record
-            text = seg[pos: pos + size].decode("utf-16-le", "replace") if high else seg[pos: pos + size].decode("latin-1")
-            pos += size
-            if "\r" in text or _CTRL.search(text):
-                text = _clean(text.replace("\r", ""))
-            out.append(text if text.strip() else "")
-            if runs or ext:
-                pos, si, seg = _skip(segs, si, seg, pos, 4 * runs + ext)
-            continue
-        need = cch
-        parts = []
-        while need:
-            avail = len(seg) - pos
-            if avail <= 0:
-                si += 1
-                if si >= nseg:
-                    raise ValueError("SST ends inside a string")
-                seg = segs[si]
-                high = seg[0] & 1
-                pos = 1
-                continue
-            k = min(need, avail // 2 if high else avail)
-            if k == 0:
-                raise ValueError("SST string split inside a character")
-            if high:
-                parts.append(seg[pos: pos + 2 * k].decode("utf-16-le", "replace"))
-                pos += 2 * k
-            else:
-                parts.append(seg[pos: pos + k].decode("latin-1"))
-                pos += k
-            need -= k
-        text = parts[0] if len(parts) == 1 else "".join(parts)
-        if "\r" in text or _CTRL.search(text):
-            text = _clean(text.replace("\r", ""))
-        out.append(text if text.strip() else "")  # XlsReader skips blank cells
-        if runs or ext:
-            pos, si, seg = _skip(segs, si, seg, pos, 4 * runs + ext)
-    return out
-
-
-def _skip(segs: list[bytes], si: int, seg: bytes, pos: int, skip: int) -> tuple[int, int, bytes]:
-    """Past a string's rich-text runs and phonetic block, which continue without a flags byte."""
-    while skip:
-        avail = len(seg) - pos
-        if skip <= avail:
-            return pos + skip, si, seg
-        skip -= avail
-        si += 1
-        if si >= len(segs):
-            return 0, si - 1, b""
-        seg, pos = segs[si], 0
-    return pos, si, seg
-
-
-_HF_SECTION = re.compile(r"&([LCR])")
-_HF_FONT = re.compile(r'&"[^"]*"|&\d+|&[BIUSEXYKOHGZF]|&K[0-9A-Fa-f]{6}')
-
-
-def _header_footer(raw: str, sheet: str) -> str:
-    """XlsReader.headerFooter: left, centre, right parts with page fields as placeholders, codes stripped."""
-    parts = {"L": "", "C": "", "R": ""}
-    cur = "C"
-    last = 0
-    for m in _HF_SECTION.finditer(raw):
-        if m.start() > 0 and raw[m.start() - 1] == "&":
-            continue
-        parts[cur] += raw[last: m.start()]
-        cur, last = m.group(1), m.end()
-    parts[cur] += raw[last:]
-    out = []
-    for key in ("L", "C", "R"):
-        s = parts[key]
-        if not s:
-            continue
-        s = s.replace("&&", "\x00").replace("&P", "{PAGE}").replace("&N", "{NUMPAGES}").replace("&A", sheet)
-        s = s.replace("&D", "{DATE}").replace("&T", "{TIME}")
-        s = _HF_FONT.sub("", s).replace("\x00", "&")
-        s = _clean(s.replace("\r", "")).strip()
-        if s:
-            out.append(s)
-    return " ".join(out)
-
-
-def _escher(buf: bytes, start: int, end: int):
-    """(record type, instance, body start, body end) of the OfficeArt records in buf[start:end], depth first."""
-    p = start
-    while p + 8 <= end:
-        ver_inst, rt, ln = struct.unpack_from("<HHI", buf, p)
-        body = p + 8
-        stop = min(body + ln, end)
-        yield rt, ver_inst >> 4, body, stop
-        if ver_inst & 0xF == 0xF:
-            yield from _escher(buf, body, stop)
-        p = stop
-
-
-def _blip_types(group: bytes) -> list[str]:
-    """Extension per blip store entry, as POI's HSSFPictureData.suggestFileExtension names it."""
-    out = []
-    for rt, _, body, stop in _escher(group, 0, len(group)):
-        if rt == _BSE:
-            ext = ""
-            if stop - body >= 44:  # the blip itself follows the 36-byte FBSE
-                ext = _BLIP_EXT.get(_U16(group, body + 38)[0], "")
-            out.append(ext or _BT_EXT.get(group[body], ""))
-    return out
-
-
-def _shapes(drawing: bytes) -> list[tuple]:
-    """(blip index, row, col, last row, last col) of every shape with client data (each has an OBJ record), in drawing order;
-    row/col from its client anchor (a shape inside a group has a child anchor: None, as POI reports)."""
-    out = []
-    shape: list | None = None
-    for rt, inst, body, stop in _escher(drawing, 0, len(drawing)):
-        if rt == _SP_CONTAINER:
-            if shape is not None and shape[5]:
-                out.append(tuple(shape[:5]))
-            shape = [0, None, None, None, None, False]
-        elif shape is None:
-            continue
-        elif rt == _FOPT:
-            for k in range(inst):
-                opid, op = struct.unpack_from("<HI", drawing, body + 6 * k)
-                if opid & 0x3FFF == _PIB and not opid & 0x8000:
-                    shape[0] = op
-        elif rt == _CLIENT_ANCHOR and stop - body >= 18:
-            col1, _, row1, _, col2, _, row2 = struct.unpack_from("<HHHHHHH", drawing, body + 2)
-            shape[1:5] = [row1, col1, row2, col2]
-        elif rt == _CLIENT_DATA:
-            shape[5] = True
-    if shape is not None and shape[5]:
-        out.append(tuple(shape[:5]))
-    return out
