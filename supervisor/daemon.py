@@ -234,7 +234,7 @@ class Supervisor:
                                    tick, group=self.cfg.status.group)
         self.metrics.registry.register(
             PoolCollector(self.metrics, self.table.snapshot, self.counters, probe, lambda: self.house,
-                          lambda: builder.redis_errors)
+                          lambda: builder.redis_errors, jvm_rss=builder.jvm_rss)
         )
         return builder
 

@@ -164,7 +164,9 @@ class PoolCollector(Collector):
     builder's count of failed Redis reads."""
 
     def __init__(self, metrics: PoolMetrics, slots: Callable[[], list], counters: Any, probe: QueueProbe,
-                 housekeeper: Callable[[], Any], redis_errors: Callable[[], int]):
+                 housekeeper: Callable[[], Any], redis_errors: Callable[[], int],
+                 jvm_rss: Callable[[], dict[str, int]] | None = None):
+        self.jvm_rss = jvm_rss  # worker id → its warm JVM's RSS, from the status thread's last /proc sample
         self.m = metrics
         self.slots = slots
         self.counters = counters
@@ -180,6 +182,12 @@ class PoolCollector(Collector):
         yield by_state
         yield GaugeMetricFamily(P + "slots_configured", "Slots this supervisor runs (pool.worker_count).",
                                 value=len(states))
+        if self.jvm_rss is not None:
+            jvm = GaugeMetricFamily(P + "jvm_resident_memory_bytes", "Resident memory of each slot's warm POI JVM.",
+                                    labels=["slot"])
+            for slot, rss in sorted(self.jvm_rss().items()):
+                jvm.add_metric([slot], rss)
+            yield jvm
         house = self.housekeeper()
         yield CounterMetricFamily(P + "slot_restarts", "Slots respawned after dying.",
                                   value=self.counters.slot_restarts)

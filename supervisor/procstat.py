@@ -60,6 +60,15 @@ class ProcSampler:
         s = self.stats.get(pid or -1)
         return (round(s[0], 1), s[1]) if s else (None, None)
 
+    def jvm_rss(self, root: int | None, exclude: int | None = None) -> int | None:
+        """RSS of the Java processes in ``root``'s tree outside ``exclude``'s (a slot's warm JVM is
+        its own child, beside the job's child), or None when there is none."""
+        pids = self.trees.get(root or -1) or []
+        skip = set(self.trees.get(exclude or -1) or [])
+        sizes = [self.stats[p][1] for p in pids if p not in skip and p in self.stats
+                 and process_kind(self.stats[p][2]) == "java"]
+        return sum(sizes) if sizes else None
+
     def tree_usage(self, root: int | None) -> tuple[float | None, int | None, str | None]:
         pids = self.trees.get(root or -1)
         if not pids:

@@ -148,6 +148,7 @@ class StatusBuilder:
             row = SlotRow(id=s.worker_id, pid=s.pid or None, state=s.state.value, cpu_percent=cpu, rss_bytes=rss)
             if s.pid:
                 row.heartbeat_age_s = round(max(0.0, now - s.last_report), 3)
+                row.jvm_rss_bytes = self.sampler.jvm_rss(s.pid, exclude=b.child_pid if b is not None else None)
             if b is not None and s.pid:
                 row.kind, row.job_id, row.user, row.file = b.kind, b.job_id, b.user, b.file
                 row.started_at = rfc3339(b.started_ms)
@@ -155,6 +156,16 @@ class StatusBuilder:
                 row.tree_cpu_percent, row.tree_rss_bytes, row.heaviest = self.sampler.tree_usage(b.child_pid)
             rows.append(row)
         return rows
+
+    def jvm_rss(self) -> dict[str, int]:
+        """Worker id → its warm JVM's RSS, from the last /proc sample (for the metrics scrape)."""
+        out = {}
+        for s in list(self.slots()):
+            b = s.busy
+            rss = self.sampler.jvm_rss(s.pid, exclude=b.child_pid if b is not None else None) if s.pid else None
+            if rss is not None:
+                out[s.worker_id] = rss
+        return out
 
     def storage_problems(self) -> list[str]:
         now = time.monotonic()

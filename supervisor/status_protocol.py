@@ -108,6 +108,7 @@ class SlotRow(msgspec.Struct):
     tree_cpu_percent: float | None = None
     tree_rss_bytes: int | None = None
     heaviest: str | None = None
+    jvm_rss_bytes: int | None = None  # the slot's warm POI JVM, when it runs one (not in rss_bytes)
 
 
 class RunRow(msgspec.Struct):
