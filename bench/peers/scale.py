@@ -24,6 +24,14 @@ from measure import RedisCounters
 from systems import Ours, enqueue_many
 
 
+def wait_for(pred, limit: float = 600) -> None:
+    end = time.monotonic() + limit
+    while not pred():
+        if time.monotonic() > end:
+            raise SystemExit("scale: timed out waiting for the daemon (see ours.log)")
+        time.sleep(0.01)
+
+
 def used_memory(r) -> int:
     return int(r.info("memory")["used_memory"])
 
@@ -50,12 +58,11 @@ def flat_sizes(ours: Ours, sizes: list[int], measured: int, redis_pid: int) -> l
         ours.start()
         try:
             ours.wait_slots()
-            warm = 200
-            while ours.done() < warm:
-                time.sleep(0.01)
+            warm = min(200, size // 10)
+            want = min(measured, size - warm)  # never more than is queued
+            wait_for(lambda: ours.done() >= warm)
             c0, t0, d0 = counters.snap(), time.monotonic(), ours.done()
-            while ours.done() < d0 + measured:
-                time.sleep(0.01)
+            wait_for(lambda: ours.done() >= d0 + want)
             c1, t1, d1 = counters.snap(), time.monotonic(), ours.done()
         finally:
             ours.stop()
@@ -80,8 +87,7 @@ def finished_set(ours: Ours, n: int, users: int = 1000, failed_share: float = 0.
         ours.wait_slots()
         ours.enqueue("noop", 1)
         ours.enqueue("fail", 1)
-        while ours.done() < 2:
-            time.sleep(0.01)
+        wait_for(lambda: ours.done() >= 2)
         time.sleep(0.3)
     finally:
         ours.stop()
