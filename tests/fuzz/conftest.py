@@ -18,14 +18,17 @@ from pathlib import Path
 
 import pytest
 from conftest import SESSION, Harness, RedisServer  # tests/conftest.py
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 
 SEED = int(os.environ.get("TENDER_POOL_FUZZ_SEED") or (0 if os.environ.get("CI") else random.randrange(2**32)))
 
 
-def fuzz(max_examples: int, deadline_s: float | None = 10.0):
-    """Hypothesis settings for one test, bounded, seeded with ``SEED``. ``deadline_s`` is per example."""
+def fuzz(max_examples: int, deadline_s: float | None = 10.0, shrink: bool = True):
+    """Hypothesis settings for one test, bounded, seeded with ``SEED``. ``deadline_s`` is per example.
+    ``shrink=False`` for tests whose failing example waits out a timeout: shrinking would repeat
+    that wait hundreds of times; the failing example is reported as generated."""
     s = settings(
+        phases=[p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)],
         max_examples=max_examples,
         deadline=None if deadline_s is None else timedelta(seconds=deadline_s),
         database=None,

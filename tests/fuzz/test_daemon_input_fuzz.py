@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -52,6 +51,14 @@ class Daemon:
         if self.r.llen(self.k.ready_lo) or self.r.llen(self.k.ready_hi):
             return False
         return not any(self.r.llen(p) for p in self.r.scan_iter(match=self.k.proc_pattern))
+
+    def wait_idle(self, timeout: float = 20) -> None:
+        try:
+            wait_until(self.idle, timeout, what="every entry handled")
+        except AssertionError:
+            state = {k.decode(): self.r.lrange(k, 0, 20) for k in
+                     [*self.r.scan_iter(match=self.k.proc_pattern), self.k.ready_lo.encode(), self.k.ready_hi.encode()]}
+            raise AssertionError(f"entries left after {timeout} s: {state}\n{self.logs()}") from None
 
     def dead_since(self, before: int) -> list[dict]:
         n = self.r.llen(self.k.dead) - before
@@ -150,7 +157,7 @@ def expect(entry: bytes) -> Expect:
         req = msgspec.json.decode(entry, type=SubmitRequest)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return Expect("dead")
-    if req.kind not in KINDS:
+    if req.kind not in KINDS or not contract_valid(req):
         return Expect("dead")
     return Expect("adopted", req)
 
@@ -175,17 +182,17 @@ def _existing_id(d: Daemon, entry: bytes) -> bool:
 
 
 @pytest.mark.timeout(150)
-@fuzz(max_examples=60, deadline_s=30)
+@fuzz(max_examples=60, deadline_s=30, shrink=False)
 @given(entries=st.lists(raw_entries, min_size=1, max_size=4))
 def test_raw_entries_are_adopted_or_dead_lettered_and_the_daemon_serves_on(daemon, entries):
     d = daemon
-    entries = [e for e in entries if e != b"~wake" and not _existing_id(d, e)]
+    # b"": test_an_empty_entry_is_dead_lettered (a finding); "~wake" is the wake token, not junk
+    entries = [e for e in entries if e not in (b"", b"~wake") and not _existing_id(d, e)]
     assume(entries)
     plan = []
     for e in entries:
         x = expect(e)
         if x.what == "adopted":
-            assume(contract_valid(x.req))  # invalid ones: test_raw_entries_breaking_the_contract_*
             if x.req.id is not None:  # unique per example: an id seen before queues nothing
                 x.req.id = f"{x.req.id[:150]}.{uuid.uuid4().hex[:8]}"
                 e = msgspec.json.encode(x.req)
@@ -195,7 +202,7 @@ def test_raw_entries_are_adopted_or_dead_lettered_and_the_daemon_serves_on(daemo
 
     for e, _ in plan:
         d.push(e)
-    wait_until(d.idle, 20, what="every raw entry handled")
+    d.wait_idle()
 
     dead = d.dead_since(before_dead)
     want_dead = [e for e, x in plan if x.what == "dead"]
@@ -212,9 +219,7 @@ def test_raw_entries_are_adopted_or_dead_lettered_and_the_daemon_serves_on(daemo
     d.still_serving()
 
 
-# --- findings: raw entries that break the contract -------------------------------------------------
-
-FIX_SLOT = "the fix is in slots/slot.py Slot.load / slots/queue.py decode_submit (not this helper's file)"
+# --- raw entries that break the contract (found by this fuzz; fixed in 5e10e18) --------------------
 
 
 def _raw(**fields) -> bytes:
@@ -222,7 +227,6 @@ def _raw(**fields) -> bytes:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="raw entries are not checked with types.check_submit; " + FIX_SLOT)
 @pytest.mark.parametrize("entry, why", [
     (_raw(id="~wake"), "adopted as job ~wake, whose ready entry is then taken for the wake token: queued for ever"),
     (_raw(id="x" * 600), "adopted, then dead-lettered as 'not a job id and not a valid job message'"),
@@ -233,13 +237,13 @@ def _raw(**fields) -> bytes:
 ], ids=["id_wake", "id_600", "id_braces", "user_braces", "user_newline", "payload_too_big"])
 def test_raw_entries_breaking_the_contract_are_dead_lettered(daemon, entry, why):
     """CONTRACT.md: ids 1–200 of ``[A-Za-z0-9._:-]``, users without braces or control characters;
-    issue 9 item 16: validate raw producers' entries too. Each of these is adopted today (``why``);
-    it should be dead-lettered with the check's reason (``BadInput``'s message)."""
+    issue 9 item 16: validate raw producers' entries too. Each of these was adopted (``why``); it
+    is dead-lettered with the check's reason (``BadInput``'s message)."""
     d = daemon
     before = d.r.llen(d.k.dead)
     d.push(entry)
-    wait_until(d.idle, 20, what="the raw entry handled")
-    time.sleep(0.3)
+    d.wait_idle()
+    wait_until(lambda: d.dead_since(before), 5, what="the dead letter")
     dead = d.dead_since(before)
     try:
         assert [x["raw"] for x in dead] == [entry.decode()], why
@@ -249,12 +253,10 @@ def test_raw_entries_breaking_the_contract_are_dead_lettered(daemon, entry, why)
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="start.lua parks a job on its own deps list: waits for ever; "
-                   "no dependency_cycle check exists (slots/lua/start.lua or Slot.load, not this helper's file)")
 def test_a_raw_self_dependency_fails_as_dependency_cycle(daemon):
     """Issue 9 item 17 / CONTRACT.md: "``dependency_cycle`` is for what raw producers push". A raw
-    ``{"id": "X", "after": ["X"]}`` is adopted and parked behind itself: ``waiting`` for ever,
-    ``status`` healthy. It should fail (final) with ``dependency_cycle``, or be dead-lettered."""
+    ``{"id": "X", "after": ["X"]}`` was adopted and parked behind itself: ``waiting`` for ever,
+    ``status`` healthy. It fails (final) with ``dependency_cycle``, or is dead-lettered."""
     d = daemon
     jid = f"selfdep.{uuid.uuid4().hex[:8]}"
     before = d.r.llen(d.k.dead)
@@ -333,7 +335,7 @@ def paths(daemon):
 
 
 @pytest.mark.timeout(150)
-@fuzz(max_examples=40, deadline_s=30)
+@fuzz(max_examples=40, deadline_s=30, shrink=False)
 @given(picks=st.lists(st.one_of(
     st.tuples(st.just("path"), st.sampled_from(
         ["ok", "deep", "dotdot_in", "dotdot_out", "abs_out", "etc", "link_out", "link_in", "link_dir_out", "link_dev",
@@ -370,18 +372,15 @@ def test_input_paths_fail_with_a_specific_kind_and_the_daemon_serves_on(daemon, 
     d.still_serving()
 
 
-FIX_INPUT = "the fix is in slots/handlers.py input_file (not this helper's file)"
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="input_file lets ValueError / OSError(ENAMETOOLONG) escape: Slot.execute "
-                   "reports handler_failed 'could not start', retried max_tries times; " + FIX_INPUT)
 @pytest.mark.parametrize("name", ["nul", "long_component"])
 def test_unresolvable_paths_fail_at_once_as_file_not_found(daemon, paths, name):
     """``{"file": "<root>/a\\u0000b"}`` → ``os.path.realpath`` raises ValueError (embedded null
     byte); ``{"file": "<root>/" + "a" * 300}`` → ``Path.is_file`` raises OSError ENAMETOOLONG. Both
-    end ``failed handler_failed: could not start: …`` after 3 tries (3 attempts counted) instead of
-    ``file_not_found`` at once."""
+    ended ``failed handler_failed: could not start: …`` after 3 tries (found by this fuzz; fixed in
+    5e10e18); they fail ``file_not_found`` at once."""
     d = daemon
     path = f"{d.root}/a\x00b" if name == "nul" else f"{d.root}/{'a' * 300}"
     jid = f"bad-path.{uuid.uuid4().hex[:8]}"
@@ -394,20 +393,40 @@ def test_unresolvable_paths_fail_at_once_as_file_not_found(daemon, paths, name):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="decode_submit catches DecodeError/ValidationError, not the RecursionError "
-                   "msgspec raises past its depth: the entry stays in the slot's processing list; " + FIX_SLOT)
+@pytest.mark.xfail(strict=True, reason="take(entry=b'') means 'take from the queue' to take.lua: a claimed empty "
+                   "entry is never loaded and stays in the processing list (slots/slot.py Slot.step/take, not this "
+                   "helper's file)")
+def test_an_empty_entry_is_dead_lettered(daemon):
+    """``LPUSH ready:lo ""`` (a producer's bug: an empty id). Since the hot path (ae4bc5a) the slot
+    BLMOVEs it into its processing list and hands ``b""`` to ``take``, where an empty entry means
+    "none claimed, take the next one": the entry is never loaded, never dead-lettered, and stays in
+    the processing list (two copies after 20 s), with no log line. Before, it was dead-lettered as
+    "not a job id and not a valid job message". It should be a dead letter again."""
+    d = daemon
+    before = d.r.llen(d.k.dead)
+    d.push(b"")
+    try:
+        d.wait_idle(5)
+        assert [x["raw"] for x in d.dead_since(before)] == [""]
+    finally:
+        for p in d.r.scan_iter(match=d.k.proc_pattern):
+            d.r.lrem(p, 0, b"")
+        d.r.lrem(d.k.ready_lo, 0, b"")
+        d.still_serving()
+
+
+@pytest.mark.timeout(60)
 def test_a_raw_entry_nested_too_deep_is_dead_lettered(daemon):
-    """(Last in the module: it leaves an entry behind, removed in ``finally``.) A raw entry whose
-    payload nests 60,000 deep: ``msgspec.json.decode`` raises RecursionError, which ``Slot.load``
-    does not catch; the loop logs ``slot_step_failed`` once and the entry stays in the slot's
-    processing list until the next drain requeues it (seen: 20 s and counting; no dead letter).
-    It should be a dead letter like any other undecodable entry."""
+    """(Last in the module: a failure leaves an entry behind, removed in ``finally``.) A raw entry
+    whose payload nests 60,000 deep: ``msgspec.json.decode`` raised RecursionError, which
+    ``Slot.load`` did not catch; the entry stayed in the slot's processing list until the next
+    drain (found by this fuzz; fixed in 5e10e18). It is a dead letter like any other."""
     d = daemon
     before = d.r.llen(d.k.dead)
     entry = nest(60000)
     d.push(entry)
     try:
-        wait_until(d.idle, 5, what="the deep entry handled")
+        d.wait_idle(10)
         assert [x["raw"] for x in d.dead_since(before)] == [entry.decode()]
     finally:
         for p in d.r.scan_iter(match=d.k.proc_pattern):
