@@ -175,7 +175,7 @@ ENV = {"XDG_RUNTIME_DIR": "/nonexistent/run", "XDG_STATE_HOME": "/nonexistent/st
 
 
 @pytest.mark.timeout(90)
-@fuzz(max_examples=400, deadline_s=5)
+@fuzz(max_examples=300, deadline_s=5)
 @given(doc=configs())
 def test_any_config_loads_or_fails_in_one_line(tmp_path, doc):
     check_load(tmp_path, toml_doc(doc), ENV)

@@ -182,7 +182,7 @@ def _existing_id(d: Daemon, entry: bytes) -> bool:
 
 
 @pytest.mark.timeout(150)
-@fuzz(max_examples=60, deadline_s=30, shrink=False)
+@fuzz(max_examples=50, deadline_s=30, shrink=False)
 @given(entries=st.lists(raw_entries, min_size=1, max_size=4))
 def test_raw_entries_are_adopted_or_dead_lettered_and_the_daemon_serves_on(daemon, entries):
     d = daemon

@@ -105,7 +105,7 @@ def mutate(data: bytes, how: str, arg) -> bytes:
 
 
 @pytest.mark.timeout(240)
-@fuzz(max_examples=14, deadline_s=TIMEOUT + 2 * SLACK)
+@fuzz(max_examples=10, deadline_s=TIMEOUT + 2 * SLACK)
 @given(data=st.data())
 def test_damaged_corpus_copies_end_in_a_contract_kind_within_the_timeout(tmp_path_factory, corpus_files, data):
     src = data.draw(st.sampled_from(corpus_files), label="file")

@@ -156,7 +156,7 @@ def _payload_depth_is_unambiguous(payload_text) -> bool:
 
 
 @pytest.mark.timeout(120)
-@fuzz(max_examples=200, deadline_s=30)
+@fuzz(max_examples=150, deadline_s=30)
 @given(kind=kinds, user=users, payload_text=payload_texts, job_id=job_ids,
        after=st.lists(st.one_of(st.just(EXISTING), valid_ids, hostile_text), max_size=3),
        priority=st.sampled_from(["bulk", "interactive"]), self_after=st.booleans())
