@@ -59,10 +59,10 @@ def flat_sizes(ours: Ours, sizes: list[int], measured: int, redis_pid: int) -> l
         try:
             ours.wait_slots()
             warm = min(200, size // 10)
-            want = min(measured, size - warm)  # never more than is queued
             wait_for(lambda: ours.done() >= warm)
             c0, t0, d0 = counters.snap(), time.monotonic(), ours.done()
-            wait_for(lambda: ours.done() >= d0 + want)
+            target = min(d0 + measured, size)  # never more than is queued
+            wait_for(lambda: ours.done() >= target)
             c1, t1, d1 = counters.snap(), time.monotonic(), ours.done()
         finally:
             ours.stop()
