@@ -10,16 +10,13 @@ Hazards this module owns:
 - The client is built per process (``connect``) and never inherited across ``fork``; responses are
   bytes, decoded here, so a producer's binary junk on the list cannot crash a slot.
 - Script texts and registrations come from ``scripts`` (their one owner); the typed answers of
-  start.lua (``Run`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``), settle.lua
-  (``SettleReply``) and take.lua (``Empty`` | ``RawEntry`` | ``BadRecord`` | ``Taken``) are built
-  here, so no caller indexes a reply by position.
+  start.lua, settle.lua, take.lua and settle_take.lua are ``answers``' (re-exported here).
 """
 
 from __future__ import annotations
 
-import enum
 import secrets
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 import redis
@@ -28,6 +25,25 @@ from tender_pool.supervisor.keys import Keys
 from tender_pool.supervisor.types import BadInput, check_submit, JobError, JobRecord, SubmitRequest
 
 from . import scripts
+from .answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
+    BadRecord,
+    Empty,
+    Ended,
+    Missing,
+    Parked,
+    RawEntry,
+    Run,
+    SettleAnswer,
+    SettleReply,
+    Stale,
+    StartResult,
+    TakeArgs,
+    Taken,
+    TakeResult,
+    Verdict,
+    _start_result,
+    _take_result,
+)
 from .connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
 
 _json = msgspec.json.Encoder()
@@ -71,154 +87,6 @@ def decode_job(h: dict[bytes, bytes]) -> JobRecord:
         return msgspec.convert(out, JobRecord, strict=False)
     except msgspec.ValidationError as e:
         raise Undecodable(f"job hash does not validate: {e}") from None
-
-
-# --- start.lua's answer: a tagged union --------------------------------------------------------
-
-
-class Run(msgspec.Struct, frozen=True, tag="run"):
-    """The slot holds the user's lock: run attempt ``attempt`` under ``token`` (Redis-TIME ms)."""
-
-    token: str
-    attempt: int
-    started_ms: int
-    created_ms: int = -1  # -1: the job hash had no created_at
-
-
-class Parked(msgspec.Struct, frozen=True, tag="parked"):
-    """Put in a wait list: behind its user's running job (``reason`` "user", ``on`` the user) or an
-    unfinished dependency (``reason`` "dependency", ``on`` that job's id)."""
-
-    reason: str
-    on: str
-
-
-class Ended(msgspec.Struct, frozen=True, tag="ended"):
-    """Ended without running: cancelled, waited too long, or a dependency failed."""
-
-    state: str
-    error_kind: str
-    message: str
-
-
-class Stale(msgspec.Struct, frozen=True, tag="stale"):
-    """A duplicate entry of a job already running or finished elsewhere; dropped from our list."""
-
-    state: str
-
-
-class Missing(msgspec.Struct, frozen=True, tag="missing"):
-    """No job hash (expired between claim and start)."""
-
-
-StartResult = Run | Parked | Ended | Stale | Missing
-
-
-def _start_result(res: list) -> StartResult:
-    tag, rest = _s(res[0]) or "", [_s(x) or "" for x in res[1:]]
-    if tag == "run":
-        return Run(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
-    if tag == "parked":
-        return Parked(rest[0], rest[1])
-    if tag == "ended":
-        return Ended(rest[0], rest[1], rest[2])
-    if tag == "stale":
-        return Stale(rest[0])
-    if tag == "missing":
-        return Missing()
-    raise redis.ResponseError(f"start.lua answered {res!r}")
-
-
-# --- settle.lua's question and answer ------------------------------------------------------------
-
-
-class Verdict(str, enum.Enum):
-    """What settle.lua does with an attempt (its ARGV[3])."""
-
-    COMPLETED = "completed"  # store the result: final
-    FAILED = "failed"  # store the error: final
-    CANCELLED = "cancelled"  # cancelled while running: final
-    RETRY = "retry"  # a business failure with tries left: to ``delayed`` after a backoff
-    REQUEUE = "requeue"  # stopped by the pool (drain, abort): back to ready, an interruption
-
-
-class SettleAnswer(enum.Enum):
-    OK = "ok"
-    FENCED = "fenced"  # this attempt no longer owns the job (its token was replaced or cleared)
-
-    def __bool__(self) -> bool:  # ``ok, promoted = q.settle(...)``; ``if ok:`` means accepted
-        return self is SettleAnswer.OK
-
-
-class SettleReply(NamedTuple):
-    answer: SettleAnswer
-    promoted: str  # the waiter the released lock went to, or ""
-
-
-# --- take.lua's answer ----------------------------------------------------------------------------
-
-
-class Empty(msgspec.Struct, frozen=True):
-    """Nothing queued (take.lua never blocks: the slot goes back to its BLMOVE)."""
-
-
-class RawEntry(msgspec.Struct, frozen=True):
-    """An entry with no job hash (a producer's raw JSON, or an expired job), left in our list: the
-    slot adopts or dead-letters it."""
-
-    entry: bytes
-
-
-class BadRecord(msgspec.Struct, frozen=True):
-    """A job hash take.lua could not start (no user, kind or state; ``after`` not a list of ids):
-    still in our list, for the slot to dead-letter with the decoder's reason."""
-
-    entry: bytes
-    record: dict
-
-
-class Taken(msgspec.Struct, frozen=True):
-    """A job take.lua claimed and tried to start: its hash as read before the start (``record``,
-    for ``decode_job``) and the start's answer."""
-
-    entry: bytes
-    record: dict
-    started: "StartResult"
-
-
-TakeResult = Empty | RawEntry | BadRecord | Taken
-
-
-def _pairs(flat: list | dict) -> dict:
-    if isinstance(flat, dict):  # RESP3
-        return flat
-    return dict(zip(flat[::2], flat[1::2]))
-
-
-def _take_result(res: list) -> TakeResult:
-    tag = _s(res[0])
-    if tag == "empty":
-        return Empty()
-    if tag == "raw":
-        return RawEntry(res[1])
-    if tag == "bad":
-        return BadRecord(res[1], _pairs(res[2]))
-    if tag == "job":
-        return Taken(res[1], _pairs(res[2]), _start_result(res[3]))
-    raise redis.ResponseError(f"take.lua answered {res!r}")
-
-
-class TakeArgs(msgspec.Struct, frozen=True):
-    """What a slot passes with every take (constant for the slot process's life, so built once):
-    ``limits`` is the JSON of {kind: [timeout ms, per_user]}, with "*" for kinds it does not know."""
-
-    worker: str
-    pid: int
-    lock_ttl_ms: int
-    retention_s: int
-    max_waits: int
-    busy_ttl_ms: int
-    limits: bytes
 
 
 class Queue:

@@ -242,9 +242,12 @@ class Slot:
             return
         faults.checkpoint("after_claim")
         if self.stopping:
-            self.q.requeue(self.proc, entry, "unclaim", list_dead=False, **self._requeue_args())
+            if entry == Keys.WAKE.encode():
+                self.q.drop_wake(self.proc)  # a wake token only tells a claiming slot to look at ready:hi
+            else:
+                self.q.requeue(self.proc, entry, "unclaim", list_dead=False, **self._requeue_args())
             return
-        started = self.taken(self.take(entry))
+        started = self.taken(self.take(entry))  # take.lua drops a wake token and claims instead
         if started is not None:
             self.run(*started)
 
