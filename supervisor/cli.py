@@ -17,7 +17,7 @@ from typing import Any, Iterator, NoReturn
 import click
 import msgspec
 
-from .config import Config, ConfigError, load
+from .config import Config, ConfigError, load, one_line
 from .types import MAX_PAYLOAD_DEPTH, TERMINAL_STATES
 
 TERMINAL = {s.value for s in TERMINAL_STATES}
@@ -35,8 +35,15 @@ def _config(path: str | None) -> Config:
 
 
 def _fail(msg: str, code: int) -> NoReturn:
-    click.echo(f"tender-pool: {msg}", err=True)
+    click.echo(f"tender-pool: {one_line(msg)}", err=True)  # an id with a line break stays on one line
     sys.exit(code)
+
+
+def _text_arg(what: str, value: str) -> str:
+    """An id or name from argv that cannot be a key: undecodable bytes (click's surrogates)."""
+    if _not_utf8(value):
+        _fail(f"{what}: not valid UTF-8", EXIT_BAD_INPUT)
+    return value
 
 
 def _not_utf8(value: str) -> bool:
@@ -163,6 +170,7 @@ def job(job_id: str, as_json: bool, config_path: str | None) -> None:
     from . import render
 
     cfg = _config(config_path)
+    job_id = _text_arg("job id", job_id)
     with _calls(cfg):
         try:
             job = _client(cfg).job(job_id)
@@ -181,6 +189,7 @@ def cancel(job_id: str, config_path: str | None) -> None:
     """Cancel a job: ended at once if not running; a running one has its process group killed.
     Exit 0 cancelled (or already ended), 2 no such job, 4 Redis unreachable."""
     cfg = _config(config_path)
+    job_id = _text_arg("job id", job_id)
     with _calls(cfg):
         res = _client(cfg).cancel(job_id)
     click.echo(str(res))
@@ -389,6 +398,7 @@ def runs_show(run_id: str, as_json: bool, config_path: str | None) -> None:
     from . import render
 
     cfg = _config(config_path)
+    run_id = _text_arg("run id", run_id)
     with _calls(cfg):
         run = _client(cfg).run(run_id)
     click.echo(msgspec.json.encode(run).decode() if as_json else render.format_run(msgspec.to_builtins(run)))
@@ -405,6 +415,7 @@ def runs_watch(run_id: str, as_json: bool, since: str | None, config_path: str |
     from . import render
 
     cfg = _config(config_path)
+    run_id = _text_arg("run id", run_id)
     state: str | None = None
     with _calls(cfg):
         c = _client(cfg)
@@ -429,6 +440,7 @@ def runs_cancel(run_id: str, config_path: str | None) -> None:
     """Cancel a run: queued and waiting jobs end at once, running ones have their process group
     killed; finished results stay. Exit 0 cancelled (or already ended)."""
     cfg = _config(config_path)
+    run_id = _text_arg("run id", run_id)
     with _calls(cfg):
         res = _client(cfg).cancel_run(run_id)
     if res.outcome == "already":
@@ -444,6 +456,7 @@ def runs_cancel(run_id: str, config_path: str | None) -> None:
 def runs_retry(run_id: str, with_cancelled: bool, config_path: str | None) -> None:
     """Run a run's failed jobs again (tries reset); the run goes back to running."""
     cfg = _config(config_path)
+    run_id = _text_arg("run id", run_id)
     with _calls(cfg):
         res = _client(cfg).retry_run(run_id, cancelled=with_cancelled)
     if res.outcome == "nothing":

@@ -36,13 +36,13 @@ class ConfigError(Exception):
     """A bad value; ``str()`` is the contract's one-line message (without the ``config: `` prefix)."""
 
     def __init__(self, key: str, value: Any, allowed: str):
-        key, allowed = _one_line(key), _one_line(allowed)  # a line break would split the contract's one line
+        key, allowed = one_line(key), one_line(allowed)  # a line break would split the contract's one line
         self.key, self.value, self.allowed = key, value, allowed
-        shown = _one_line(value) if isinstance(value, str) else repr(value)
+        shown = one_line(value) if isinstance(value, str) else repr(value)
         super().__init__(f"{key}: {shown}: {allowed}")
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with every character that ``str.splitlines`` breaks on written as an escape."""
     if len(text.splitlines()) <= 1 and "\n" not in text and "\r" not in text:
         return text
