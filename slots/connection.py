@@ -1,29 +1,51 @@
 """Redis connections: the client every process builds for itself after fork (``connect``), the
-slot's hot-path lane (``FastLane``), and acknowledged-means-replicated writes (``WAIT``).
+slot's hot-path lane (``FastLane``), and acknowledged-means-it-survives-a-failover writes (``WAIT``).
 
 A client is never inherited across ``fork``; each process calls ``connect`` once for each thread
 that needs Redis.
 
-``redis+sentinel://`` URLs resolve the primary through Sentinel, and follow a switch within
-``RESOLVE_EVERY_S`` (hazards this module owns):
+``redis+sentinel://`` URLs resolve the primary through Sentinel (hazards this module owns):
 - redis-py asks Sentinel only when a connection (re)connects, and Sentinel drops the old primary's
-  clients only when it converts it to a replica (~10 s after a planned failover): until then every
-  write lands on the old primary and is discarded at its resync. So before handing out a connection
-  (the pool) or sending a call (the FastLane) the primary is re-resolved at most every
-  ``RESOLVE_EVERY_S``; a connection to any other address is dropped and reopened.
-- Sentinels learn of a switch at different times (the leader first, the others from its hello
-  messages ~2 s later): the primary is the one named by the highest ``config-epoch`` among the
-  Sentinels that answer, not by the first to answer.
+  clients only when it converts it to a replica (~10 s after a planned failover). So before
+  handing out a connection (the pool) or sending a call (the FastLane) the primary is re-resolved
+  at most every ``RESOLVE_EVERY_S``; a connection to any other address is dropped and reopened.
+- Sentinels learn of a switch at different times, and the failover leader keeps naming the old
+  primary (with the new ``config-epoch``, flag ``failover_in_progress``) until it has re-pointed
+  every replica, ~1 s after the others name the new one: the answer ranked first by ``_rank``
+  (newest epoch, then not the leader's in-progress view) wins, not the first to answer.
+- redis-py retries a refused connection 10 times with back-off (~4 s): a dead Sentinel made every
+  resolution that slow. Sentinel queries are not retried.
 - A connection made lazily (``send_command`` on a fresh connection) bypassed
   ``SentinelManagedConnection.connect()`` and went to localhost:6379; ``_PrimaryConnection`` always
   resolves first.
 - ``READONLY`` (we reached a demoted primary) and ``UNBLOCKED`` (a blocked BLMOVE on a primary being
   demoted) mean the command did not run: ``PrimaryMoved``, a ``ConnectionError``, so every existing
-  retry path treats it as "reconnect"; the FastLane itself re-resolves and retries it once at once.
+  retry path treats it as "reconnect"; the FastLane itself follows the switch and sends it again.
+- While no primary can be reached (SIGKILLed: refused, then none named until the promotion), the
+  FastLane keeps asking the Sentinels every ``FOLLOW_POLL_S`` for up to ``FOLLOW_S`` per call, so
+  it lands on the new primary within ~0.1 s of its naming whatever back-off its caller sleeps.
 
-A write is acknowledged only once ``replicas`` replicas have it (``WAIT`` on the same connection,
-pipelined with the write: one round trip); fewer within the timeout raises ``NotReplicated``, whose
-``result`` is what the write returned on the primary (it ran there but may be lost in a failover).
+Acknowledged means replicated (``WAIT`` on the write's connection, pipelined with it: one round
+trip); fewer replicas within the timeout raise ``NotReplicated``, whose ``result`` is what the
+write returned on the primary (it ran there but may be lost in a failover). How many: with
+Sentinel, every replica it could promote (``_replicas_to_wait_for``), at least ``replicas``.
+Why not ``replicas`` alone (measured, tests/reliability/test_failover_daemon.py, 2 replicas,
+WAIT 1): Sentinel promotes replica A (``REPLICAOF NO ONE``) ~1 s before it re-points replica B
+and ~2 s before ``+switch-master``; meanwhile the old primary still takes writes and B, still its
+replica, acknowledges them; B then re-syncs from A and they are gone: 73-130 of ~160 acknowledged
+jobs lost per planned failover. No Sentinel names A during that window (the leader notices the
+promotion at its next INFO, ~1 s), so neither checking after the WAIT that the server is still the
+named primary, nor a ``+switch-master`` subscription, nor re-resolving faster closes it; the old
+primary's own replica list cannot tell a promoted replica from a crashed one. Waiting for every
+replica Sentinel could promote does: A left the old primary when it was promoted, so no write
+there is acknowledged afterwards (refused, and retried by the callers on the new primary:
+enqueue by id, start by token suffix, settle by token), and after a SIGKILL whichever replica
+Sentinel picks has every acknowledged write. Measured with it: 0 lost, 0 re-run, both kinds.
+The cost: a replica that dies (or lags past ``wait_timeout``) stalls acknowledgements until
+Sentinel marks it ``s_down`` (``down-after-milliseconds``), and each write waits for the slowest
+replica. During a failover writes are refused rather than acknowledged, for ~2 s (planned); the
+WAIT goes in ``WAIT_SLICE_MS`` slices that re-ask the Sentinels, so a refused writer moves to the
+new primary within ~0.1 s of its naming instead of after the whole ``wait_timeout``.
 """
 
 from __future__ import annotations
@@ -32,12 +54,19 @@ import time
 from typing import Any, Callable
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 from tender_pool.supervisor.config import parse_sentinel_url
 
 RESOLVE_EVERY_S = 0.5  # how stale the primary's address may be: the bound on following a switch
 SENTINEL_TIMEOUT_S = 0.5  # per Sentinel query; a dead Sentinel must not stall the hot path for long
+WAIT_SLICE_MS = 100
+FOLLOW_POLL_S = 0.1  # how often the FastLane asks the Sentinels while no primary can be reached
+# … and for how long per call: less than the shortest silence a supervisor tolerates from a slot
+# (3 × the smallest pool.heartbeat, 0.3 s), since a slot reports nothing while in a call.
+FOLLOW_S = 0.8  # the FastLane's WAIT slice: how late it notices a switch while it waits
 
 
 class PrimaryMoved(redis.ConnectionError):
@@ -70,7 +99,11 @@ def connect(url: str, socket_timeout: float = 5.0) -> redis.Redis:
 def _sentinel(url: str, socket_timeout: float) -> redis.Redis:
     nodes, service, db = parse_sentinel_url(url)
     t = min(socket_timeout, SENTINEL_TIMEOUT_S)
-    sentinels = _Sentinels(nodes, sentinel_kwargs={"socket_timeout": t, "socket_connect_timeout": t})
+    # No retries on a Sentinel query (redis-py retries a refused connection 10 times with back-off,
+    # ~4 s): a dead Sentinel must cost one refused connection per resolution, not stall it.
+    sentinels = _Sentinels(
+        nodes, sentinel_kwargs={"socket_timeout": t, "socket_connect_timeout": t, "retry": Retry(NoBackoff(), 0)}
+    )
     return sentinels.master_for(
         service,
         connection_pool_class=_PrimaryPool,
@@ -83,19 +116,23 @@ def _sentinel(url: str, socket_timeout: float) -> redis.Redis:
 
 
 class _Sentinels(Sentinel):
-    """The primary is the highest ``config-epoch`` any answering Sentinel names; the answer is
-    cached for ``RESOLVE_EVERY_S`` (one round of Sentinel queries per process per interval)."""
+    """The primary is the best-ranked answer of the Sentinels that answer (``_rank``), cached for
+    ``RESOLVE_EVERY_S`` together with how many replicas a write to it must reach (``_replicas``:
+    the most any naming Sentinel counts, or the primary has online if more): one round of queries
+    per process per interval."""
 
     def __init__(self, *a: Any, **kw: Any):
         super().__init__(*a, **kw)
         self._cached: tuple[str, int] | None = None
+        self._replicas = 0
         self._at = 0.0
+        self._nodes: dict[tuple[str, int], redis.Redis] = {}
 
     def discover_master(self, service_name: str, fresh: bool = False) -> tuple[str, int]:
         now = time.monotonic()
         if not fresh and self._cached is not None and now - self._at < RESOLVE_EVERY_S:
             return self._cached
-        best: dict | None = None
+        answers: list[tuple[Any, dict]] = []
         errors = []
         for s in self.sentinels:
             try:
@@ -104,17 +141,84 @@ class _Sentinels(Sentinel):
                 errors.append(repr(e))
                 continue
             if self.check_master_state(state, service_name):
-                if best is None or state["config-epoch"] > best["config-epoch"]:
-                    best = state
-        if best is None:
+                answers.append((s, state))
+        if not answers:
             self._cached = None
             raise MasterNotFoundError(f"No master found for {service_name!r} {'; '.join(errors)}".rstrip())
-        self._cached, self._at = (best["ip"], int(best["port"])), now
-        return self._cached
+        best = max((state for _, state in answers), key=_rank)
+        addr = (best["ip"], int(best["port"]))
+        replicas = 0
+        for s, state in answers:  # every Sentinel that names this primary: the most replicas any counts
+            if (state["ip"], int(state["port"])) != addr:
+                continue
+            try:
+                replicas = max(replicas, _replicas_to_wait_for(s.sentinel_slaves(service_name), addr))
+            except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+                continue
+        self._cached, self._replicas, self._at = addr, max(replicas, self._online_replicas(addr)), now
+        return addr
+
+    def _online_replicas(self, addr: tuple[str, int]) -> int:
+        """Replicas the primary itself has online now. A Sentinel refreshes a replica's link status
+        from its INFO only every 10 s, so right after a replica (re)synced it may still list it as
+        not linked: counting what the primary sees keeps the WAIT from missing it meanwhile."""
+        try:
+            info = self._node(addr).info("replication")
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            return 0
+        return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+                   and v.get("state") == "online")
+
+    def _node(self, addr: tuple[str, int]) -> redis.Redis:
+        if self._nodes.get(addr) is None:
+            self._nodes = {addr: redis.Redis(addr[0], addr[1], **self.sentinel_kwargs)}
+        return self._nodes[addr]
+
+    def replicas_to_wait_for(self, service_name: str) -> int:
+        """Replicas of the current primary that any Sentinel could promote (``_replicas_to_wait_for``)."""
+        self.discover_master(service_name)
+        return self._replicas
 
     def invalidate(self) -> None:
         """The primary we reached says it is not one: ask the Sentinels again on the next use."""
         self._cached = None
+
+
+def _rank(state: dict) -> tuple[int, bool]:
+    """Newest configuration first; at equal ``config-epoch``, an answer that is not the failover
+    leader's. The leader keeps naming the old primary (flag ``failover_in_progress``, the new epoch)
+    until every replica is re-pointed, while the others already name the new one at that epoch."""
+    return int(state["config-epoch"]), "failover_in_progress" not in str(state.get("flags", ""))
+
+
+def _replicas_to_wait_for(replicas: list[dict], primary: tuple[str, int]) -> int:
+    """How many of ``primary``'s replicas (as one Sentinel lists them) a write must reach before it
+    can survive any failover: every one Sentinel might promote. Counted: a replica that is not
+    down (``s_down``/``o_down``) and either replicates (``role-reported`` slave, link ok) or was
+    promoted away from ``primary`` (flag ``promoted``, or role master with its last master =
+    ``primary``): while that one runs as the new primary, ``primary``'s writes cannot reach it
+    and are refused. Not counted: a down replica (Sentinel will not promote it), one not yet linked
+    (it has no data to promote), and a stale old primary that Sentinel lists under the new one
+    until it converts it (role master, never a replica of ``primary``). ``disconnected`` alone is
+    no reason: the promotion itself kills the Sentinels' links to the promoted replica."""
+    n = 0
+    for r in replicas:
+        if r.get("is_sdown") or r.get("is_odown"):
+            continue
+        role = r.get("role-reported")
+        last_master = (str(r.get("master-host")), _int(r.get("master-port")))
+        if role == "slave" and r.get("master-link-status") == "ok":
+            n += 1
+        elif "promoted" in str(r.get("flags", "")) or (role == "master" and last_master == primary):
+            n += 1
+    return n
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return -1
 
 
 class _PrimaryConnection(SentinelManagedConnection):
@@ -156,22 +260,39 @@ class _PrimaryPool(SentinelConnectionPool):
         return super().get_connection(*a, **kw)
 
 
-def primary_resolver(client: redis.Redis) -> Callable[[bool], tuple[str, int]] | None:
-    """For a Sentinel client: ``resolve(fresh) -> (host, port)`` of the primary now; else None."""
-    pool = client.connection_pool
-    if not isinstance(pool, SentinelConnectionPool):
-        return None
-    manager, service = pool.sentinel_manager, pool.service_name
+class _Primary:
+    """For a Sentinel client: where the primary is now (``addr``) and how many replicas a write to
+    it must reach (``replicas``), both from the manager's cache."""
 
-    def resolve(fresh: bool = False) -> tuple[str, int]:
-        if isinstance(manager, _Sentinels):
-            addr = manager.discover_master(service, fresh=fresh)
+    def __init__(self, pool: SentinelConnectionPool):
+        self.pool, self.manager, self.service = pool, pool.sentinel_manager, pool.service_name
+
+    def addr(self, fresh: bool = False) -> tuple[str, int]:
+        if isinstance(self.manager, _Sentinels):
+            addr = self.manager.discover_master(self.service, fresh=fresh)
         else:
-            addr = manager.discover_master(service)
-        pool.get_master_address()  # let the pool drop its idle connections to an old primary too
+            addr = self.manager.discover_master(self.service)
+        self.pool.get_master_address()  # let the pool drop its idle connections to an old primary too
         return addr
 
-    return resolve
+    def replicas(self) -> int:
+        if isinstance(self.manager, _Sentinels):
+            return self.manager.replicas_to_wait_for(self.service)
+        return 0
+
+
+def primary_of(client: redis.Redis) -> _Primary | None:
+    """The client's ``_Primary`` when it is a Sentinel client, else None."""
+    pool = client.connection_pool
+    return _Primary(pool) if isinstance(pool, SentinelConnectionPool) else None
+
+
+def replicas_needed(primary: _Primary | None, replicas: int) -> int:
+    """``replicas`` (the config's floor) or, through Sentinel, every replica it could promote if
+    that is more; 0 stays 0 (no WAIT at all)."""
+    if replicas <= 0 or primary is None:
+        return max(replicas, 0)
+    return max(replicas, primary.replicas())
 
 
 def _check_acked(acked: Any, wanted: int, timeout_ms: int, result: Any) -> None:
@@ -183,16 +304,18 @@ def wait_replicated(
     client: redis.Redis, replicas: int, timeout_ms: int, write: Callable[[Any], Any]
 ) -> list[Any]:
     """The redis-py path: ``write(pipe)`` queues the write(s) on a pipeline (e.g. a registered
-    Script called with ``client=pipe``), ``WAIT replicas timeout_ms`` follows on the same connection
-    (WAIT counts the replicas that have this connection's last write), one round trip. Returns the
-    writes' replies; raises ``NotReplicated`` (carrying them) when too few replicas acknowledged."""
+    Script called with ``client=pipe``), ``WAIT n timeout_ms`` follows on the same connection
+    (WAIT counts the replicas that have this connection's last write), one round trip; ``n`` is
+    ``replicas_needed``. Returns the writes' replies; raises ``NotReplicated`` (carrying them)
+    when too few replicas acknowledged."""
+    need = replicas_needed(primary_of(client), replicas)
     with client.pipeline(transaction=False) as pipe:
         write(pipe)
-        if replicas <= 0:
+        if need <= 0:
             return pipe.execute()
-        pipe.execute_command("WAIT", replicas, timeout_ms)
+        pipe.execute_command("WAIT", need, timeout_ms)
         *results, acked = pipe.execute()
-    _check_acked(acked, replicas, timeout_ms, results)
+    _check_acked(acked, need, timeout_ms, results)
     return results
 
 
@@ -210,36 +333,51 @@ class FastLane:
     def __init__(self, client: redis.Redis):
         self.pool = client.connection_pool
         self.conn = self.pool.make_connection()
-        self.resolve = primary_resolver(client)
+        self.primary = primary_of(client)
         self.shas: dict[str, bytes] = {}
         self.switches = 0
         self._addr: tuple[str, int] | None = None
 
-    def _ready(self, fresh: bool = False) -> None:
-        """Connected, and (Sentinel) to the primary as of at most ``RESOLVE_EVERY_S`` ago."""
+    def _ready(self, fresh: bool = False, leaving: tuple[str, int] | None = None) -> None:
+        """Connected, and (Sentinel) to the primary as of at most ``RESOLVE_EVERY_S`` ago. When no
+        primary can be reached (none named, the named one refuses connections, or it is
+        ``leaving``: it answered READONLY), keep asking the Sentinels every ``FOLLOW_POLL_S`` for up
+        to ``FOLLOW_S``: the lane follows a switch within ``FOLLOW_POLL_S`` of the Sentinels naming
+        the new primary if it comes by then, whatever back-off its caller sleeps between calls."""
         conn = self.conn
-        connected = bool(getattr(conn, "_sock", None))  # redis-py's own "connected" test
-        if self.resolve is not None:
+        if self.primary is None:
+            if not getattr(conn, "_sock", None):
+                conn.connect()
+            return
+        give_up = time.monotonic() + min(conn.socket_timeout or FOLLOW_S, FOLLOW_S)
+        while True:
             try:
-                addr = self.resolve(fresh)
-            except redis.ConnectionError:  # no primary now (failover in progress): the call fails
+                self._connect_primary(fresh, leaving)
+                return
+            except redis.ConnectionError:
                 conn.disconnect()
-                raise
-            if connected and (conn.host, conn.port) != addr:
-                conn.disconnect()
-                connected = False
-        if not connected:
-            conn.connect()
-            if self.resolve is not None:
-                if self._addr is not None and (conn.host, conn.port) != self._addr:
-                    self.switches += 1
-                self._addr = (conn.host, conn.port)
+                if time.monotonic() + FOLLOW_POLL_S > give_up:
+                    raise
+                time.sleep(FOLLOW_POLL_S)
+                fresh = True
 
-    def _roundtrip(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send ``commands`` in one write and read every reply. A Redis error reply to one of them
-        (NOSCRIPT, a script error) is raised after all replies are read, so the connection stays
-        in step; anything else drops the connection."""
-        self._ready()
+    def _connect_primary(self, fresh: bool, leaving: tuple[str, int] | None) -> None:
+        conn = self.conn
+        addr = self.primary.addr(fresh)  # type: ignore[union-attr]
+        if addr == leaving:
+            raise PrimaryMoved(f"{addr[0]}:{addr[1]} is still named but is no longer the primary")
+        if getattr(conn, "_sock", None) and (conn.host, conn.port) == addr:
+            return
+        conn.disconnect()
+        conn.connect()
+        if self._addr is not None and (conn.host, conn.port) != self._addr:
+            self.switches += 1
+        self._addr = (conn.host, conn.port)
+
+    def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` in one write on the current connection and read every reply. A Redis
+        error reply to one of them (NOSCRIPT, a script error) is raised after all replies are read,
+        so the connection stays in step; anything else drops the connection."""
         conn = self.conn
         try:
             if len(commands) == 1:
@@ -263,11 +401,12 @@ class FastLane:
         return replies
 
     def _send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        self._ready()
         try:
-            return self._roundtrip(commands)
+            return self._exchange(commands)
         except PrimaryMoved:  # nothing ran: follow the switch now and send once more
-            self._ready(fresh=True)
-            return self._roundtrip(commands)
+            self._ready(fresh=True, leaving=self._addr)
+            return self._exchange(commands)
 
     def call(self, *args: Any) -> Any:
         return self._send([args])[0]
@@ -275,19 +414,36 @@ class FastLane:
     def script(
         self, text: str, keys: list[str], args: list[Any], *, replicas: int = 0, timeout_ms: int = 1000
     ) -> Any:
-        """EVALSHA (loading the script when the server lacks it); with ``replicas`` > 0, ``WAIT
-        replicas timeout_ms`` in the same round trip, and ``NotReplicated`` when fewer acknowledged."""
+        """EVALSHA (loading the script when the server lacks it); with ``replicas`` > 0, ``WAIT``
+        for ``replicas_needed`` replicas in the same round trip, and ``NotReplicated`` when fewer
+        acknowledged within ``timeout_ms``."""
         sha = self.shas.get(text)
         if sha is None:
             sha = self.shas[text] = self.call("SCRIPT", "LOAD", text)
+        need = replicas_needed(self.primary, replicas)
         cmds: list[tuple[Any, ...]] = [("EVALSHA", sha, len(keys), *keys, *args)]
-        if replicas > 0:
-            cmds.append(("WAIT", replicas, timeout_ms))
+        deadline = time.monotonic() + timeout_ms / 1000
+        if need > 0:
+            cmds.append(("WAIT", need, min(timeout_ms, WAIT_SLICE_MS)))
         try:
             replies = self._send(cmds)
         except redis.exceptions.NoScriptError:  # the server restarted (or is a new primary) without it
             self.shas.pop(text, None)
             return self.script(text, keys, args, replicas=replicas, timeout_ms=timeout_ms)
-        if replicas > 0:
-            _check_acked(replies[1], replicas, timeout_ms, replies[0])
+        if need > 0:
+            self._wait_rest(int(replies[1]), need, deadline, timeout_ms, replies[0])
         return replies[0]
+
+    def _wait_rest(self, acked: int, need: int, deadline: float, timeout_ms: int, result: Any) -> None:
+        """WAIT goes in slices of ``WAIT_SLICE_MS`` on the write's connection (WAIT counts this
+        connection's last write). Between slices the Sentinels are asked afresh (only while a WAIT
+        falls short, which is what a failover looks like from here): a switch ends the wait at
+        once, since a write left on a replaced primary will never be acknowledged, and the caller's
+        retry (idempotent) goes to the new one."""
+        while acked < need:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or (self.primary is not None and self.primary.addr(fresh=True) != self._addr):
+                break
+            acked = int(self._exchange([("WAIT", need, min(left_ms, WAIT_SLICE_MS))])[0])
+        _check_acked(acked, need, timeout_ms, result)
+

@@ -206,3 +206,116 @@ def test_wait_is_met_with_a_replica(sentinels):
     script = client.register_script(APPEND)
     assert wait_replicated(client, 1, 2000, lambda p: script(keys=["w"], args=["b"], client=p)) == [2]
 
+
+
+@pytest.mark.timeout(60)
+def test_a_write_after_a_replica_was_promoted_is_refused_not_acknowledged(make_sentinels):
+    # Given a primary with two replicas and a lane whose writes need 1 replica's acknowledgement
+    # (before: WAIT 1, which the replica still following the old primary satisfied)
+    sentinels = make_sentinels(replicas=2)
+    lane = FastLane(connect(sentinels.url, 3))
+    assert lane.script(APPEND, ["log"], ["before"], replicas=1, timeout_ms=1000) == 1
+    primary = sentinels.primary_port()
+    promoted, follower = [p for p in sentinels.nodes if p != primary]
+    # When one replica is promoted, as a failover's first step does (REPLICAOF NO ONE), while the
+    # Sentinels still name the old primary and the other replica still follows it
+    sentinels.node(promoted).client().execute_command("REPLICAOF", "NO", "ONE")
+    # Then a write to the old primary is refused (every replica Sentinel could promote must have
+    # it, and the promoted one no longer can), though the follower has it
+    with pytest.raises(NotReplicated) as e:
+        lane.script(APPEND, ["log"], ["after"], replicas=1, timeout_ms=300)
+    assert (e.value.acked, e.value.wanted) == (1, 2)
+    assert sentinels.node(follower).client().lrange("log", 0, -1) == [b"before", b"after"]
+    assert sentinels.node(promoted).client().lrange("log", 0, -1) == [b"before"]
+    # And the redis-py path (submit) too
+    with pytest.raises(NotReplicated):
+        wait_replicated(connect(sentinels.url, 3), 1, 300, lambda p: p.rpush("log", "after2"))
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_replica_stalls_acknowledgements_until_sentinel_marks_it_down(make_sentinels):
+    # The cost of waiting for every replica Sentinel could promote, and (right after the set is
+    # ready, while a Sentinel may still list a replica as not linked) that both are waited for.
+    # Given a primary with two replicas and writes needing 1 replica's acknowledgement
+    sentinels = make_sentinels(replicas=2)
+    lane = FastLane(connect(sentinels.url, 3))
+    lane.script(APPEND, ["log"], ["x"], replicas=1, timeout_ms=1000)
+    replica = next(p for p in sentinels.nodes if p != sentinels.primary_port())
+    # When one replica dies
+    sentinels.node(replica).kill()
+    t0 = time.monotonic()
+    refused = 0
+    while True:  # Then writes are refused until Sentinel marks it s_down (down-after-milliseconds) …
+        try:
+            lane.script(APPEND, ["log"], ["y"], replicas=1, timeout_ms=100)
+            break
+        except NotReplicated:
+            refused += 1
+    stall = time.monotonic() - t0
+    print(f"acknowledgements stalled {stall:.2f} s ({refused} refused) after a replica died; "
+          f"down-after-milliseconds {sentinels_down_after()} ms")
+    # … and acknowledged again (by the replica left) once it has, a resolution interval later
+    assert refused >= 1
+    assert stall < sentinels_down_after() / 1000 + 3
+
+
+def sentinels_down_after() -> int:
+    from support.sentinel import DOWN_AFTER_MS
+
+    return DOWN_AFTER_MS
+
+
+@pytest.mark.timeout(30)
+def test_a_dead_sentinel_does_not_slow_the_resolution(sentinels):
+    # Given a Sentinel URL whose first Sentinel is not running (nothing listens on its port)
+    from support.sentinel import free_port
+
+    dead = free_port()
+    url = sentinels.url.replace("redis+sentinel://", f"redis+sentinel://127.0.0.1:{dead},")
+    # When a client and a lane reach the primary through it
+    t0 = time.monotonic()
+    client = connect(url, 3)
+    assert client.ping()
+    lane = FastLane(client)
+    assert lane.call("PING")
+    took = time.monotonic() - t0
+    # Then the refused Sentinel cost one refused connection, not redis-py's 10 retries (~4 s)
+    assert took < 0.5, took
+
+
+def _replica(port: int, role: str = "slave", link: str = "ok", master: int | None = 1, flags: str = "slave",
+             sdown: bool = False) -> dict:
+    """One entry of SENTINEL REPLICAS as redis-py parses it (the fields the count reads)."""
+    return {"port": port, "flags": flags, "role-reported": role, "master-link-status": link,
+            "master-host": "127.0.0.1" if master else "?", "master-port": master or 0,
+            "is_sdown": sdown, "is_odown": False}
+
+
+def test_replicas_to_wait_for_counts_every_replica_sentinel_could_promote():
+    from tender_pool.slots.connection import _replicas_to_wait_for
+
+    p = ("127.0.0.1", 1)
+    # Steady state: both replicas
+    assert _replicas_to_wait_for([_replica(2), _replica(3)], p) == 2
+    # Mid-failover, as a Sentinel that saw the promotion lists them (views seen in a planned
+    # failover): the promoted one still counts, so the old primary's writes are refused
+    assert _replicas_to_wait_for([_replica(2, role="master", flags="slave,promoted"), _replica(3)], p) == 2
+    assert _replicas_to_wait_for([_replica(2, role="master"), _replica(3)], p) == 2
+    # The promotion kills the Sentinels' links to it: "disconnected" alone does not drop it
+    assert _replicas_to_wait_for([_replica(2, flags="slave,disconnected"), _replica(3)], p) == 2
+    # After the switch, under the new primary: the old primary (role master, never its replica) and a
+    # replica not linked yet are not counted; a replica marked down is not either
+    new = ("127.0.0.1", 2)
+    assert _replicas_to_wait_for([_replica(1, role="master", link="err", master=None), _replica(3, master=2)], new) == 1
+    assert _replicas_to_wait_for([_replica(1, link="err", master=None), _replica(3, link="err", master=None)], new) == 0
+    assert _replicas_to_wait_for([_replica(1, sdown=True), _replica(3, master=2)], new) == 1
+
+
+def test_rank_prefers_the_newest_epoch_then_not_the_leaders_in_progress_view():
+    from tender_pool.slots.connection import _rank
+
+    leader = {"config-epoch": 1, "flags": "master,failover_in_progress,force_failover", "port": 1}
+    other = {"config-epoch": 1, "flags": "master", "port": 2}
+    older = {"config-epoch": 0, "flags": "master", "port": 1}
+    assert max([leader, other, older], key=_rank) is other
+    assert max([older, leader], key=_rank) is leader

@@ -23,7 +23,7 @@ from pathlib import Path
 import redis
 
 SERVICE = "mymaster"
-DOWN_AFTER_MS = 400
+DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 2000
 
 
