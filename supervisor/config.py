@@ -54,7 +54,8 @@ class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
     prefix: str = "tp"
     socket_timeout: float = 5.0
     # Replicas that must have a write before it is acknowledged (WAIT). None until load() settles it:
-    # 1 for redis+sentinel:// URLs (a failover must not lose an acknowledged job), else 0.
+    # 1 for redis+sentinel:// URLs (a failover must not lose an acknowledged job), else 0. Through
+    # Sentinel a floor: every replica Sentinel could promote is waited for too (slots/connection.py).
     wait_replicas: int | None = None
     wait_timeout: float = 1.0
 
