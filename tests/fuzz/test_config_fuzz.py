@@ -157,6 +157,24 @@ def usable(cfg: Config) -> None:
     assert h.isascii() and (h.isdigit() or (h[:-1].isdigit() and h[-1].lower() in "kmg")), f"jvm_heap {h!r} accepted"
 
 
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def known_finding(*values) -> bool:
+    """A value of a class already reported with its own xfail reproducer: the broad fuzz steps
+    around it so it keeps looking for new ones. Delete once the fix lands."""
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack += [*v.keys(), *v.values()]
+        elif isinstance(v, list):
+            stack += v
+        elif isinstance(v, str) and v and v[-1] in LINE_BREAKS:
+            return True  # test_a_trailing_line_break_is_escaped_too
+    return False
+
+
 def check_load(tmp_path, doc_text: str, env: dict) -> ConfigError | Config:
     path = tmp_path / "fuzz.toml"
     path.write_text(doc_text, encoding="utf-8")
@@ -178,6 +196,7 @@ ENV = {"XDG_RUNTIME_DIR": "/nonexistent/run", "XDG_STATE_HOME": "/nonexistent/st
 @fuzz(max_examples=300, deadline_s=5)
 @given(doc=configs())
 def test_any_config_loads_or_fails_in_one_line(tmp_path, doc):
+    assume(not known_finding(doc))
     check_load(tmp_path, toml_doc(doc), ENV)
 
 
@@ -192,6 +211,7 @@ def test_environment_overrides_apply_or_fail_in_one_line(tmp_path, count, url):
     env = {"TENDER_PARSE_WORKER_COUNT": count, **ENV}
     if url is not None:
         env["TENDER_POOL_REDIS_URL"] = url
+    assume(not known_finding(count, url))
     res = check_load(tmp_path, "[pool]\nworker_count = 2\n", env)
     valid_count = count.strip().isascii() and count.strip().isdigit() and 1 <= int(count.strip()) <= 4
     if isinstance(res, Config):
@@ -218,6 +238,18 @@ def test_config_error_is_one_line_whatever_the_value(tmp_path, body, env):
     """CONTRACT.md: "one line ``config: <key>: <value>: <what is allowed>``". A value or key holding
     a line break was printed raw, so the message spanned two lines (and a log shipper split it)."""
     check_load(tmp_path, body, {**ENV, **env})
+
+
+@pytest.mark.xfail(strict=True, reason="config.one_line escapes only when str.splitlines() gives 2+ parts; a value "
+                   "ending in \\x1e, \\x85 or \\u2028 gives one (supervisor/config.py, not this helper's file)")
+@pytest.mark.parametrize("env", [{"TENDER_PARSE_WORKER_COUNT": "\x1e"}, {"TENDER_POOL_REDIS_URL": "http://3\x85"},
+                                 {"TENDER_POOL_REDIS_URL": "http://a\u2028"}], ids=["rs", "nel", "u2028"])
+def test_a_trailing_line_break_is_escaped_too(tmp_path, env):
+    """Found after ccb2783: ``TENDER_POOL_REDIS_URL=$'http://3\\x85'`` prints ``config:
+    TENDER_POOL_REDIS_URL: http://3<NEL>: a redis://…``, two lines to ``str.splitlines`` (and to
+    anything that honours NEL / U+2028): ``"http://3\\x85".splitlines()`` has one part, so
+    ``one_line`` leaves it raw. Fix: escape when any character is a line break."""
+    check_load(tmp_path, "", {**ENV, **env})
 
 
 @pytest.mark.parametrize("body", [
@@ -277,6 +309,7 @@ def run_status(path, env_extra=None, timeout=30):
 @fuzz(max_examples=10, deadline_s=20)
 @given(doc=configs())
 def test_cli_prints_the_same_one_line_and_exits_2(tmp_path, doc):
+    assume(not known_finding(doc))
     res = check_load(tmp_path, toml_doc(doc), ENV)
     assume(isinstance(res, ConfigError))  # a valid config: `status` would look for a daemon
     r = run_status(tmp_path / "fuzz.toml", ENV)
