@@ -46,7 +46,7 @@ def test_parked_jobs_are_promoted_once_their_lock_holder_is_gone(h):
 
 @pytest.mark.timeout(60)
 def test_a_finished_jobs_entry_in_a_dead_hosts_list_is_dropped_not_rerun(h):
-    d = h.daemon(workers=1, handlers=handlers())
+    h.daemon(workers=1, handlers=handlers())
     jid = h.submit(kind="tick", user="u", payload={"record": str(h.records), "sleep": 0})
     h.wait_state(jid, timeout=20)
     # Given its id in a processing list of a host that is gone (registered, no host key)
