@@ -25,7 +25,8 @@ from support.proxy import Proxy
 LONG = os.environ.get("TENDER_POOL_CHAOS_LONG") == "1"
 JOBS_N = int(os.environ.get("TENDER_POOL_CHAOS_JOBS") or (2000 if LONG else 600))
 USERS = max(6, JOBS_N // 10)
-WINDOW = float(os.environ.get("TENDER_POOL_CHAOS_WINDOW") or max(60.0, JOBS_N * 0.1))  # seconds of chaos; submissions: first half
+# seconds of chaos (submissions take its first half); TENDER_POOL_CHAOS_WINDOW for quick trials
+WINDOW = float(os.environ.get("TENDER_POOL_CHAOS_WINDOW") or max(60.0, JOBS_N * 0.1))
 SETTLE_S = 120 + JOBS_N * 0.1  # after the window: every job terminal within this
 TIMEOUT = int(WINDOW + SETTLE_S + 180)
 HB = 1.0
