@@ -44,8 +44,6 @@ class ConfigError(Exception):
 
 def one_line(text: str) -> str:
     """``text`` with every character that ``str.splitlines`` breaks on written as an escape."""
-    if len(text.splitlines()) <= 1 and "\n" not in text and "\r" not in text:
-        return text
     return "".join(c.encode("unicode_escape").decode() if (c + "x").splitlines()[0] == "" else c for c in text)
 
 
