@@ -50,8 +50,9 @@ def test_a_slot_silent_for_3_heartbeats_is_killed_and_its_job_rerun(h):
     t0 = time.monotonic()
     wait_until(lambda: (lambda p: p and slot not in p)(d.slot_pids()), 15, interval=0.05, what="the silent slot killed")
     killed_after = time.monotonic() - t0
-    # Then it is killed after 3 heartbeats (not before), its job's tree with it, and the job runs again
-    assert 1.5 <= killed_after < 8, killed_after
+    # Then it is killed after 3 heartbeats of silence (counted from its last beat, up to one beat
+    # interval, 0.2 s, before the stop), its job's tree with it, and the job runs again
+    assert 1.5 - 0.25 <= killed_after < 8, killed_after
     assert "slot_unresponsive_killing" in d.logs()
     job = h.wait_state(jid, timeout=30)
     assert job.attempts == 2 and job.interruptions == 1 and job.tries == 0, job
