@@ -40,8 +40,10 @@ from typing import Callable
 import redis
 
 from .config import Config
+from .types import TERMINAL_STATES
 from .keys import Keys, Owner
 
+TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 STUCK_MARGIN_S = 30.0
 FULL_SCAN_EVERY_S = 60.0
 SWEEP_EVERY_S = 5.0
@@ -298,9 +300,15 @@ class Housekeeper(threading.Thread):
         stamp_now, entries = self.q.stamp(proc)
         for entry, stamped in entries:
             job_id = entry.decode("utf-8", "replace")
-            timeout_ms = self.q.r.hget(self.k.job(job_id), "timeout_ms")
+            timeout_ms, state = self.q.r.hmget(self.k.job(job_id), "timeout_ms", "state")
             limit = int(timeout_ms) if timeout_ms else int(max(self.cfg.lock_ttl_ms, 0))
             if stamp_now - stamped <= limit + STUCK_MARGIN_S * 1000:
+                continue
+            if state is not None and state.decode() in TERMINAL:
+                # a finished job's leftover copy (a lost reply, a failover): dropped, never re-run,
+                # and no reason to kill the slot that holds the list (it may be busy with another job)
+                verdict = self.q.requeue(proc, entry, "deadline", list_dead=False, **args)
+                self.log.warning("leftover_entry_dropped", job_id=job_id, list=proc, state=state.decode(), verdict=verdict)
                 continue
             if self.ours(owner):
                 self.log.error("stuck_slot", job_id=job_id, list=proc, age_ms=stamp_now - stamped)

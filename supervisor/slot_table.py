@@ -74,6 +74,7 @@ class SlotProc:
     respawn_at: float = 0.0
     restarts: int = 0
     boot_error: str | None = None  # it exited BOOT_ERROR: why, for status; not respawned
+    fenced: bool = False  # stopped by the fence: whatever way it ends, its job was interrupted, not crashed
 
     @property
     def stopping(self) -> bool:
@@ -200,7 +201,7 @@ class SlotTable:
         out = []
         for s in self.slots:
             if s.pid and s.busy is not None and s.intent is Intent.RUN:
-                s.intent = Intent.RECYCLE
+                s.intent, s.fenced = Intent.RECYCLE, True
                 s.state = SlotState.STOPPING  # BUSY -> STOPPING (fenced), then forked again at once
                 self.kill(s.pid, signal.SIGUSR1)
                 out.append(s)
@@ -212,8 +213,11 @@ class SlotTable:
         asked = s.stopping
         clean = asked and code == SlotExit.OK
         job_death = s.busy is not None and not asked
-        ex = Exit(clean=clean, reason="drain" if clean or s.intent is Intent.DRAIN else "crash", how=describe(code),
-                  job_death=job_death)
+        # A fenced slot may be killed as silent while blocked on the unreachable Redis: its job was
+        # still stopped by the pool (an interruption), not crashed by itself.
+        interrupted = clean or s.intent is Intent.DRAIN or s.fenced
+        ex = Exit(clean=clean, reason="drain" if interrupted else "crash", how=describe(code), job_death=job_death)
+        s.fenced = False
         s.pid, s.busy, s.read_fd = 0, None, -1
         s.state = SlotState.OFFLINE  # any -> OFFLINE
         if s.intent is Intent.RETIRE:

@@ -82,9 +82,6 @@ def test_a_finished_jobs_entry_left_in_a_live_slots_list_is_dropped_not_rerun(h)
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="reaper.check_list treats a finished job's leftover entry in a live "
-                   "slot's list as a stuck job: it kills the slot (stuck rule) instead of dropping the entry, "
-                   "interrupting whatever job that slot is running (an interruption and a crash for it)")
 def test_a_finished_jobs_leftover_entry_does_not_interrupt_the_job_its_slot_runs(h):
     d = h.daemon(workers=1, handlers=handlers())
     d.wait_slots(1)

@@ -60,11 +60,6 @@ def test_a_supervisor_stopped_past_its_key_runs_no_attempt_after_the_reruns_star
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.xfail(strict=True, reason="config._check_timings lets redis.socket_timeout (3 s here; 5 s by "
-                   "default) reach the slot's silence window (3 × heartbeat): a fenced slot blocked in its settle "
-                   "call to the frozen Redis sends no beat, the supervisor SIGKILLs it as unresponsive, and the "
-                   "death path requeues its job as a crash (crashes 1): an outage past the fence must be an "
-                   "interruption only (CONTRACT); require socket_timeout + heartbeat/3 < 3 × heartbeat")
 def test_redis_frozen_past_the_fence_interrupts_the_job_without_killing_its_slot(h):
     d = h.daemon(workers=1, heartbeat=1.0, handlers=handlers(timeout=30))
     d.wait_slots(1)
