@@ -89,6 +89,26 @@ def decode_job(h: dict[bytes, bytes]) -> JobRecord:
         raise Undecodable(f"job hash does not validate: {e}") from None
 
 
+class _LazyTexts(dict):
+    """name → the script's text, read when first asked for (``scripts.text`` caches it per process)."""
+
+    def __missing__(self, name: str) -> str:
+        text = self[name] = scripts.text(name)
+        return text
+
+
+class _LazyScripts(dict):
+    """name → a redis-py Script on ``client``, registered when first asked for."""
+
+    def __init__(self, client: redis.Redis):
+        super().__init__()
+        self.client = client
+
+    def __missing__(self, name: str) -> Any:
+        script = self[name] = scripts.register(self.client, name)[name]
+        return script
+
+
 class Queue:
     """``replicas``/``wait_ms``: a job's creation (enqueue.lua) and its attempts' start and settle are
     acknowledged only once that many replicas have them (``WAIT``, in the same round trip); fewer
@@ -99,10 +119,10 @@ class Queue:
         self.k = keys
         self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
-        self._texts = {name: scripts.text(name) for name in ("start", "settle", "progress", "take", "settle_take")}  # the slot's hot path
-        self._scripts = scripts.register(
-            client, "enqueue", "requeue", "deadletter", "promote_due", "stamp", "unstick", "cancel"
-        )
+        # Script texts (each carries the lib.lua prelude, ~26 KB) are built and registered on first
+        # use: every slot and the supervisor make a Queue, and each uses only a few of them.
+        self._texts = _LazyTexts()  # the slot's hot path, sent by the FastLane
+        self._scripts = _LazyScripts(client)
 
     @classmethod
     def for_config(cls, cfg: Any, socket_timeout: float | None = None) -> "Queue":
