@@ -108,6 +108,7 @@ def java_command(heap: str = "512m", tmpdir: str | None = None, *, share: str = 
         *MEMORY_FLAGS,
         f"-Xmx{heap}",
         "-XX:+ExitOnOutOfMemoryError",
+        "-XX:+DisplayVMOutputToStderr",  # its OutOfMemoryError line on stderr, where _crash_error looks
         "-Xss4m",
     ]
     if tmpdir:
