@@ -10,6 +10,9 @@ CLI behaviour of ``main_extract`` (what ``tender-pool extract FILE [--json] [--t
   it one line ``extract: <kind>: <message>`` on stderr.
 * an empty document raises ``empty``; a workbook whose sheets hold no values is still returned (its
   sheet names and headers are content) with the warning "the workbook has no cell values".
+* ``--timeout S`` is hard: the extraction runs in a forked child killed at the deadline
+  (``isolated``), which answers ``timeout`` even when a C call (zlib, lxml) would run on past the
+  SIGALRM deadline; without it the extraction runs in this process, unbounded.
 * a missing or unreadable FILE is treated as a failure of that file, not a usage error: exit 3 with
   kind ``file_not_found`` (a contract error kind), so scripts get the same JSON shape for every
   per-file problem. Exit 2 stays for click's own usage errors (bad options), raised before this runs.
@@ -24,7 +27,7 @@ import time
 import msgspec
 
 from .blocks import Block, Meta
-from .deadline import deadline
+from .deadline import Deadline
 from .errors import ExtractError, short
 from .markdown import render
 from .pages import estimate
@@ -98,20 +101,26 @@ def read_blocks(path: str, *, timeout: float | None = None, jvm_heap: str = "512
 def extract(path: str, *, timeout: float | None = None, jvm_heap: str = "512m", jvm=None) -> Extraction:
     t0 = time.monotonic()
     timings: dict = {}
+    limit = Deadline(timeout)
     try:
-        with deadline(timeout):
+        with limit:
             blocks = read_blocks(path, timeout=timeout, jvm_heap=jvm_heap, jvm=jvm, timings=timings)
             t1 = time.monotonic()
             rendered = render(blocks)
             pages, source = estimate(blocks)
-    except ExtractError:
-        raise
-    except MemoryError:
-        raise ExtractError("too-large", "the document needs more memory than allowed") from None
-    except RecursionError:
-        raise ExtractError("corrupt", "the document is nested too deeply to read") from None
-    except Exception as exc:  # a reader bug or an unforeseen library error: typed, never a traceback
+    except Exception as exc:
+        if limit.expired:  # whatever a reader made of the deadline's error (corrupt, a bare exception)
+            raise limit.error() from None
+        if isinstance(exc, ExtractError):
+            raise
+        if isinstance(exc, MemoryError):
+            raise ExtractError("too-large", "the document needs more memory than allowed") from None
+        if isinstance(exc, RecursionError):
+            raise ExtractError("corrupt", "the document is nested too deeply to read") from None
+        # a reader bug or an unforeseen library error: typed, never a traceback
         raise ExtractError("corrupt", f"unreadable document ({short(exc)})") from None
+    if limit.expired:  # a reader swallowed the deadline's error and went on: its answer came too late
+        raise limit.error()
     t2 = time.monotonic()
     meta = rendered.meta or Meta()
     if not _has_content(blocks):
@@ -151,7 +160,11 @@ _json = msgspec.json.Encoder()
 
 def main_extract(path: str, as_json: bool, timeout: float | None) -> int:
     try:
-        result = extract(path, timeout=timeout)
+        if timeout is not None and timeout > 0:  # hard: a forked child, killed at the deadline
+            from .isolated import extract_isolated
+            result = extract_isolated(path, timeout=timeout)
+        else:
+            result = extract(path)
     except ExtractError as exc:
         if as_json:
             sys.stdout.buffer.write(_json.encode(exc.to_dict()) + b"\n")

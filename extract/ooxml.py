@@ -1,7 +1,11 @@
 """Safe access to the parts of an OOXML zip (shared by the docx and xlsx readers).
 
-Why: a .docx is an untrusted zip of XML. We cap the total uncompressed size (zip bombs), parse with
-entity resolution and network access off (XXE), and turn zip/XML damage into ``corrupt``.
+Why: a .docx is an untrusted zip of XML. Zip bombs are ``too-large`` before they are inflated: every
+part's declared size is capped (``zipparts.MAX_PART``) and so is the package's (``MAX_TOTAL``), and a part
+is only ever inflated through ``zipparts`` (chunks that stop at the cap, whatever the header says), the
+bytes inflated by one Package counting against ``MAX_TOTAL`` too. XML is parsed with entity resolution and
+network access off (XXE). Zip/XML damage becomes ``corrupt``; running out of memory ``too-large``; an
+``ExtractError`` raised inside (the deadline's ``timeout``) passes through unchanged.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ import zipfile
 from lxml import etree
 
 from .errors import ExtractError, short
+from .zipparts import MAX_PART, MAX_TOTAL, BoundedPart, check_declared, read_member
 
-MAX_UNCOMPRESSED = 1_500_000_000
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True,
                           load_dtd=False)
 
@@ -27,10 +31,13 @@ class Package:
             infos = self.zf.infolist()
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise ExtractError("corrupt", f"damaged ZIP container ({short(exc, 120)})") from None
+        for info in infos:
+            check_declared(info, MAX_PART)
         total = sum(i.file_size for i in infos)
-        if total > MAX_UNCOMPRESSED:
-            raise ExtractError("too-large", f"the package unpacks to {total} bytes")
+        if total > MAX_TOTAL:
+            raise ExtractError("too-large", f"the package unpacks to {total} bytes (limit {MAX_TOTAL})")
         self.names = {i.filename for i in infos}
+        self.inflated = 0  # bytes read through read(), re-reads included: capped at MAX_TOTAL
 
     def close(self) -> None:
         self.zf.close()
@@ -39,9 +46,19 @@ class Package:
         if name not in self.names:
             return None
         try:
-            return self.zf.read(name)
+            data = read_member(self.zf, name, min(MAX_PART, MAX_TOTAL - self.inflated))
+        except ExtractError:
+            raise
+        except MemoryError:
+            raise ExtractError("too-large", f"part {name} needs more memory than allowed") from None
         except Exception as exc:  # CRC errors, truncated members, bad compression
             raise ExtractError("corrupt", f"damaged part {name} ({short(exc, 120)})") from None
+        self.inflated += len(data)
+        return data
+
+    def open(self, name: str) -> BoundedPart:
+        """The part as a stream for ``iterparse`` (a big sheet), bounded like ``read``."""
+        return BoundedPart(self.zf, name, MAX_PART)
 
     def xml(self, name: str):
         data = self.read(name)
@@ -50,6 +67,8 @@ class Package:
         try:
             return etree.fromstring(data, _PARSER)
         except etree.XMLSyntaxError as exc:
+            if "Memory allocation failed" in str(exc):
+                raise ExtractError("too-large", f"parsing {name} needs more memory than allowed") from None
             raise ExtractError("corrupt", f"malformed XML in {name} ({short(exc, 120)})") from None
 
     def rels(self, part: str) -> dict[str, tuple[str, str]]:

@@ -10,13 +10,16 @@ from __future__ import annotations
 import codecs
 import re
 import zipfile
+import zlib
 
 import msgspec
 
 from .errors import ExtractError, short
+from .zipparts import read_member
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 HEAD_BYTES = 65536
+MAX_CONTENT_TYPES = 16 << 20  # a real [Content_Types].xml is a few KiB; 16 MiB is ~100,000 parts
 
 
 class Sniffed(msgspec.Struct):
@@ -47,6 +50,7 @@ _OTHER_MAGIC: list[tuple[bytes, str]] = [
 def sniff(path: str) -> Sniffed:
     with open(path, "rb") as fh:
         head = fh.read(HEAD_BYTES)
+        whole = len(head) < HEAD_BYTES or not fh.read(1)  # the window holds the whole file
     if not head:
         raise ExtractError("empty", "the file is 0 bytes")
     if head.startswith(OLE_MAGIC):
@@ -66,7 +70,7 @@ def sniff(path: str) -> Sniffed:
     for magic, what in _OTHER_MAGIC:
         if head.startswith(magic):
             raise ExtractError("unsupported", what)
-    return _sniff_text(head)
+    return _sniff_text(head, whole)
 
 
 def _sniff_ole(path: str) -> Sniffed:
@@ -101,13 +105,16 @@ def _sniff_zip(path: str) -> Sniffed:
             names = set(zf.namelist())
             if "[Content_Types].xml" not in names:
                 if "mimetype" in names:
-                    mime = zf.read("mimetype")[:100].decode("ascii", "replace").strip()
+                    with zf.open("mimetype") as fh:
+                        mime = fh.read(100).decode("ascii", "replace").strip()
                     raise ExtractError("unsupported", f"OpenDocument file ({mime})")
                 raise ExtractError("unsupported", "ZIP archive")
-            ct = zf.read("[Content_Types].xml").decode("utf-8", "replace")
+            ct = read_member(zf, "[Content_Types].xml", MAX_CONTENT_TYPES).decode("utf-8", "replace")
     except ExtractError:
         raise
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as exc:
+    except MemoryError:
+        raise ExtractError("too-large", "[Content_Types].xml needs more memory than allowed") from None
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError, zlib.error) as exc:
         raise ExtractError("corrupt", f"damaged ZIP container ({short(exc, 120)})") from None
     if "wordprocessingml.document.main" in ct or "ms-word.document.macroEnabled.main" in ct \
             or "wordprocessingml.template.main" in ct:
@@ -152,7 +159,7 @@ def decode_text(data: bytes) -> tuple[str, str] | None:
 _HTML_RE = re.compile(r"<\s*(!doctype\s+html|html|head|body|table|meta|div|p)\b", re.I)
 
 
-def _sniff_text(head: bytes) -> Sniffed:
+def _sniff_text(head: bytes, whole: bool = True) -> Sniffed:
     decoded = decode_text(head)
     if decoded is None:
         raise ExtractError("unsupported", "binary data of an unknown format")
@@ -169,13 +176,19 @@ def _sniff_text(head: bytes) -> Sniffed:
         raise ExtractError("unsupported", "XML document")
     if _HTML_RE.search(low[:2048]) and low.startswith("<"):
         return Sniffed("html", "", enc)
-    if _looks_delimited(start):
+    if _looks_delimited(start, whole):
         return Sniffed("csv", "", enc)
     raise ExtractError("unsupported", "plain text without a table structure")
 
 
-def _looks_delimited(text: str) -> bool:
-    lines = [ln for ln in text.splitlines()[:50] if ln.strip()]
+def _looks_delimited(text: str, whole: bool = True) -> bool:
+    """Rows with about as many separators each. Unless ``text`` is the whole file, its last line was
+    cut by the sniff window (fewer separators than the rows before it: a 1,000-column CSV was
+    ``unsupported``) and is left out, unless it is the only line."""
+    lines = text.splitlines()
+    if not whole and len(lines) > 1:
+        lines.pop()
+    lines = [ln for ln in lines[:50] if ln.strip()]
     if not lines:
         return False
     for sep in ("\t", ",", ";", "|"):

@@ -27,6 +27,7 @@ from .errors import ExtractError, short
 from .numfmt import format_value
 from .ooxml import Package
 from .xlsx_setup import hf_text, page_setup
+from .zipparts import read_member
 
 _F_WITHOUT_V = re.compile(rb"<(?:\w+:)?f[ >/](?:(?!</(?:\w+:)?c>).)*?</(?:\w+:)?c>", re.S)
 
@@ -37,7 +38,7 @@ def _formula_cells_without_cache(path: str) -> bool:
         with zipfile.ZipFile(path) as zf:
             for name in zf.namelist():
                 if name.startswith("xl/worksheets/") and name.endswith(".xml"):
-                    data = zf.read(name)
+                    data = read_member(zf, name)
                     for m in _F_WITHOUT_V.finditer(data):
                         if not re.search(rb"<(?:\w+:)?v>[^<]", m.group(0)):
                             return True

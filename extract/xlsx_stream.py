@@ -10,8 +10,9 @@ the openpyxl path gives it.
 
 ``NeedsOpenpyxl`` is raised for a workbook this path does not model (a formula cell without a cached
 value); the caller then takes the openpyxl path. Hazards: the zip is untrusted — ``ooxml.Package`` caps
-its size first; the big parts (sheets, shared strings) go through ElementTree's expat, which never loads a
-DTD or an external entity and, from expat 2.4 on, stops entity-amplification bombs.
+every part's inflated size (declared, and while it is read or streamed); the big parts (sheets, shared
+strings) go through ElementTree's expat, which never loads a DTD or an external entity and, from expat
+2.4 on, stops entity-amplification bombs.
 """
 
 from __future__ import annotations
@@ -122,11 +123,12 @@ def _elements(pkg: Package, name: str, tags, xml: bytes | None = None):
             if el.tag in wanted:
                 yield el
         return
-    for _, el in ET.iterparse(pkg.zf.open(name), events=("end",)):
-        if el.tag in wanted:
-            yield el
-            if el.tag == _ROW:
-                el.clear()
+    with pkg.open(name) as part:
+        for _, el in ET.iterparse(part, events=("end",)):
+            if el.tag in wanted:
+                yield el
+                if el.tag == _ROW:
+                    el.clear()
 
 
 class _Styles:
