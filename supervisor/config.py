@@ -337,8 +337,10 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         ("redis.socket_timeout", cfg.redis.socket_timeout),
         ("redis.wait_timeout", cfg.redis.wait_timeout),
     ):
-        if not 0 < val < MAX_SECONDS:  # inf (TOML has it) would overflow every conversion to ms
-            raise ConfigError(key, val, f"a positive number of seconds (under {MAX_SECONDS:g})")
+        if not val > 0:
+            raise ConfigError(key, val, "a positive number of seconds")
+        if not val < MAX_SECONDS:  # inf (TOML has it) would overflow every conversion to ms
+            raise ConfigError(key, val, "a finite number of seconds (under ten years)")
     _check_timings(cfg)
     for name, text in (("redis.prefix", cfg.redis.prefix), ("pool.queue", p.queue)):
         if not text or any(c in text for c in "{}: \t\n"):
@@ -359,7 +361,7 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         if not h.command:
             raise ConfigError(f"handlers.{name}.command", h.command, "a non-empty argv list")
         if not 0 < h.timeout < MAX_SECONDS:
-            raise ConfigError(f"handlers.{name}.timeout", h.timeout, f"a positive number of seconds (under {MAX_SECONDS:g})")
+            raise ConfigError(f"handlers.{name}.timeout", h.timeout, "a positive number of seconds (under ten years)")
         if h.per_user < 0:
             raise ConfigError(f"handlers.{name}.per_user", h.per_user, "an integer >= 0 (0 = no limit)")
     if cfg.extract.per_user < 0:
