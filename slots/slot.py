@@ -205,9 +205,12 @@ class Slot:
             self.last_beat = now
             self.reporter.send(Beat(redis_errors=self.redis_errors))
 
-    def _sleep(self, seconds: float) -> None:
+    def _sleep(self, seconds: float, *, finishing: bool = False) -> None:
+        """Wait while beating. Idle waits end early on a stop request; ``finishing`` waits (a claimed
+        job's start or settle being retried) do not: a retry loop that stopped sleeping would spin
+        without beats and get the slot killed as silent, and its finished job run again."""
         end = time.monotonic() + seconds
-        while not self.stopping and time.monotonic() < end:
+        while (finishing or not self.stopping) and time.monotonic() < end:
             self.beat()
             time.sleep(min(0.1, end - time.monotonic()) if end > time.monotonic() else 0)
 
@@ -280,7 +283,7 @@ class Slot:
                 self._redis_error(e)
                 self.log.warning("start_retry", job_id=entry[:200].decode("utf-8", "replace"), kind=None, user=None,
                                  attempt=None, error=str(e))
-                self._sleep(min(0.1 * 2**attempt, 5.0))
+                self._sleep(min(0.1 * 2**attempt, 5.0), finishing=True)  # the entry is claimed: see _sleep
         raise redis.ConnectionError("take.lua: Redis unreachable")
 
     def taken(self, t: TakeResult) -> tuple[JobRecord, Run] | None:
@@ -396,7 +399,7 @@ class Slot:
             except RETRYABLE as e:
                 self._redis_error(e)
                 self.log.warning("start_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=None, error=str(e))
-                self._sleep(min(0.1 * 2**attempt, 5.0))
+                self._sleep(min(0.1 * 2**attempt, 5.0), finishing=True)
         raise redis.ConnectionError("start.lua: Redis unreachable")
 
     def report_not_run(self, job: JobRecord, st: StartResult) -> None:
@@ -544,7 +547,7 @@ class Slot:
                 self._redis_error(e)
                 self.log.warning("settle_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
                                  error=str(e))
-                self._sleep(min(0.1 * 2**attempt, 5.0))
+                self._sleep(min(0.1 * 2**attempt, 5.0), finishing=True)
         else:  # pragma: no cover
             raise redis.ConnectionError("settle: Redis unreachable")
         if isinstance(taken, Taken) and isinstance(taken.started, Run):
@@ -583,7 +586,7 @@ class Slot:
                 break
             except RETRYABLE as e:
                 self._redis_error(e)
-                self._sleep(min(0.1 * 2**attempt, 2.0))
+                self._sleep(min(0.1 * 2**attempt, 2.0), finishing=True)
         else:
             return False
         ours = st.attempt if launched else st.attempt - 1
