@@ -71,8 +71,8 @@ def extract_isolated(path: str, *, timeout: float, jvm_heap: str = "512m") -> Ex
             pass
         frame = _read_until(r, end)
         if frame is None:  # the deadline came first
-            ended = True
             _stop(pid)
+            ended = True
             raise ExtractError("timeout", f"extraction took longer than {timeout:g} s (its process was killed)")
         status = _end(pid, max(end, time.monotonic()) + GRACE_S)
         ended = True
