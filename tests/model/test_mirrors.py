@@ -1,0 +1,31 @@
+"""The model mirrors slots/lua/*.lua as recorded in model/mirrors.json: a changed script fails here
+until the model's step is re-checked and the hashes re-recorded (python model/record.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MIRRORS = json.loads((ROOT / "model" / "mirrors.json").read_text())
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("name", sorted(MIRRORS["scripts"]))
+def test_script_unchanged_since_modelled(name: str) -> None:
+    entry = MIRRORS["scripts"][name]
+    now = hashlib.sha256((ROOT / "slots" / "lua" / f"{name}.lua").read_bytes()).hexdigest()
+    assert now == entry["sha256"], (
+        f"slots/lua/{name}.lua changed: re-check the model's step {entry['model_step']} in "
+        f"model/protocol.pml and re-record (python model/record.py)"
+    )
+
+
+@pytest.mark.timeout(10)
+def test_every_step_named_in_the_model() -> None:
+    text = (ROOT / "model" / "protocol.pml").read_text()
+    for name in MIRRORS["scripts"]:
+        assert f"{name}.lua" in text, f"the model names no step mirroring {name}.lua"
