@@ -487,7 +487,7 @@ def runs_list(user: str | None, state: str | None, limit: int, as_json: bool, co
 @click.option("--timeout", type=float, help="Hard timeout in seconds.")
 def extract(file: str, as_json: bool, timeout: float | None) -> None:
     """Extract one document locally (no Redis): Markdown on stdout. Exit 3 on an extraction error."""
-    from tender_pool.extract.api import main_extract
+    from tender_pool.extract.command import main_extract
 
     sys.exit(main_extract(file, as_json, timeout))
 

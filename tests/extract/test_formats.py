@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from tender_pool.extract.api import extract, main_extract
+from tender_pool.extract.api import extract
+from tender_pool.extract.command import main_extract
 from tender_pool.extract.errors import ExtractError
 from tender_pool.extract.numfmt import format_value
 from tender_pool.extract.runner import run_job
