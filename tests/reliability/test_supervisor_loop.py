@@ -27,7 +27,7 @@ def slot_of(h, jid: str, attempt: int = 1) -> int:
 @pytest.mark.timeout(120)
 def test_slot_killed_while_redis_is_frozen_is_respawned_at_once_and_its_job_requeued_after(h):
     # Given two busy slots (heartbeat 2: a slot is judged silent after 6 s)
-    d = h.daemon(workers=2, heartbeat=2.0, extra="fence = 0")  # the fence would (rightly) stop the job: not this test's subject
+    d = h.daemon(workers=2, heartbeat=2.0, fence=0)  # the fence would (rightly) stop the job: not this test's subject
     d.wait_slots(2)
     victim_job = h.submit(kind="long", user="a", payload={"sleep": 30, "sleep_once": True, "record": str(h.records)})
     other_job = h.submit(kind="long", user="b", payload={"sleep": 14, "record": str(h.records)})
@@ -59,7 +59,7 @@ def test_slot_killed_while_redis_is_frozen_is_respawned_at_once_and_its_job_requ
 def test_a_stopped_supervisor_kills_no_healthy_slot_when_it_resumes(h):
     # issue 9 item 10. Given a busy and an idle slot (heartbeat 0.5: silent after 1.5 s); without a
     # fence, which would stop the job after a stall this long (tests/reliability/test_fence.py)
-    d = h.daemon(workers=2, extra="fence = 0")
+    d = h.daemon(workers=2, fence=0)
     d.wait_slots(2)
     before = sorted(d.slot_pids())
     jid = h.submit(kind="long", payload={"sleep": 8, "record": str(h.records)})

@@ -34,8 +34,8 @@ def test_a_redis_restart_reclaims_nothing_from_live_hosts_and_drops_none_of_thei
     # heartbeats make the hosts retry Redis on different schedules, so one is back before the other)
     # (no fence: an outage longer than the fence stops running jobs, by design; this test is about
     # what the reapers reclaim when Redis is back)
-    a = h.daemon("a", workers=1, heartbeat=0.5, extra="fence = 0")
-    b = h.daemon("b", workers=1, heartbeat=1.0, extra="fence = 0")
+    a = h.daemon("a", workers=1, heartbeat=0.5, fence=0)
+    b = h.daemon("b", workers=1, heartbeat=1.0, fence=0)
     a.wait_slots(1)
     b.wait_slots(1)
     ja = h.submit(kind="long", user="ua", payload={"sleep": 8, "record": str(h.records)})
@@ -70,7 +70,7 @@ def test_a_redis_restart_reclaims_nothing_from_live_hosts_and_drops_none_of_thei
 @pytest.mark.timeout(60)
 def test_a_second_daemon_does_not_take_over_a_stalled_live_one_on_the_same_machine(h):
     # issue 9 item 8. Given a daemon running a job, stopped (SIGSTOP) past its host key's lifetime
-    a = h.daemon("a", workers=1, host_id="same", extra="fence = 0")  # a stall past the fence stops the job, by design
+    a = h.daemon("a", workers=1, host_id="same", fence=0)  # a stall past the fence stops the job, by design
     a.wait_slots(1)
     jid = h.submit(kind="long", payload={"sleep": 6, "record": str(h.records)})
     job_pid = started(h, jid)["pid"]

@@ -97,7 +97,7 @@ def make(tmp_path):
 
     def _make(workers=2, **kw):
         path = write_config(tmp_path / "a.toml", redis_url=f"unix://{tmp_path}/none.sock", prefix="t", host_id="h",
-                            workers=workers, heartbeat=HB, state_dir=tmp_path, **kw)
+                            workers=workers, heartbeat=HB, state_dir=tmp_path, fence="default", **kw)
         ops = FakeOps()
         sup = Supervisor(load(str(path), {}), ops=ops, notifier=Notifier(env={}))
         sup.house = FakeHouse()
