@@ -62,7 +62,7 @@ class Missing(msgspec.Struct, frozen=True, tag="missing"):
 StartResult = Run | Parked | Ended | Stale | Missing
 
 
-def _start_result(res: list) -> StartResult:
+def start_result(res: list) -> StartResult:
     tag, rest = _s(res[0]) or "", [_s(x) or "" for x in res[1:]]
     if tag == "run":
         return Run(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
@@ -143,7 +143,7 @@ def _pairs(flat: list | dict) -> dict:
     return dict(zip(flat[::2], flat[1::2]))
 
 
-def _take_result(res: list) -> TakeResult:
+def take_result(res: list) -> TakeResult:
     tag = _s(res[0])
     if tag == "empty":
         return Empty()
@@ -152,7 +152,7 @@ def _take_result(res: list) -> TakeResult:
     if tag == "bad":
         return BadRecord(res[1], _pairs(res[2]))
     if tag == "job":
-        return Taken(res[1], _pairs(res[2]), _start_result(res[3]))
+        return Taken(res[1], _pairs(res[2]), start_result(res[3]))
     raise redis.ResponseError(f"take.lua answered {res!r}")
 
 

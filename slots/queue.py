@@ -41,8 +41,8 @@ from .answers import (  # noqa: F401  (re-exported: callers import the answers f
     Taken,
     TakeResult,
     Verdict,
-    _start_result,
-    _take_result,
+    start_result,
+    take_result,
 )
 from .connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
 
@@ -240,7 +240,7 @@ class Queue:
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
-        return _take_result(res)
+        return take_result(res)
 
     def settle_take(
         self,
@@ -298,7 +298,7 @@ class Queue:
             reply = SettleReply(SettleAnswer.FENCED, "")
         else:
             reply = SettleReply(SettleAnswer.OK, _s(res[1]) or "")
-        return reply, _take_result(res[2])
+        return reply, take_result(res[2])
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)
@@ -342,7 +342,7 @@ class Queue:
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
-        return _start_result(res)
+        return start_result(res)
 
     def settle(
         self,
