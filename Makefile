@@ -29,7 +29,7 @@ run: setup
 	@bash deploy/quickstart.sh
 
 test: setup
-	@$(PY) -m pytest -q
+	@$(PY) -m pytest -q --durations=30
 
 bench: setup
 	@$(PY) bench/bench_pool.py
