@@ -6,10 +6,11 @@ with SIGSTOP. The test then inspects Redis at exactly that instant and SIGKILLs 
 sleep-then-kill races. Each checkpoint fires once per fault dir (the file marks it), so the restarted
 process runs through. Without the variables this is one dict lookup per checkpoint.
 
-Checkpoints: ``after_claim`` (slot: BLMOVE done, start.lua not yet), ``after_stamp`` (slot: started,
-child not yet spawned), ``before_ack`` (slot: child finished, settle.lua not yet), ``mid_requeue``
-(supervisor: a dead slot's job tree killed, its list not yet requeued), ``supervisor_busy``
-(supervisor: a slot reported a running child).
+Checkpoints: ``after_claim`` (slot: BLMOVE done, take.lua not yet), ``after_stamp`` (slot: started,
+child not yet spawned), ``before_ack`` (slot: child finished, settle not yet), ``after_settle_take``
+(slot: a combined settle started the next attempt in Redis, its child not yet spawned),
+``mid_requeue`` (supervisor: a dead slot's job tree killed, its list not yet requeued),
+``supervisor_busy`` (supervisor: a slot reported a running child).
 """
 
 from __future__ import annotations

@@ -250,6 +250,9 @@ class Slot:
             else:
                 self.q.requeue(self.proc, entry, "unclaim", list_dead=False, **self._requeue_args())
             return
+        if not entry:  # an empty id from a producer's bug: to take.lua b"" would mean "take the next one"
+            self.load(entry, {})  # dead-lettered as undecodable
+            return
         started = self.taken(self.take(entry))  # take.lua drops a wake token and claims instead
         if started is not None:
             self.run(*started)

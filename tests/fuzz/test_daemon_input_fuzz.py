@@ -393,9 +393,6 @@ def test_unresolvable_paths_fail_at_once_as_file_not_found(daemon, paths, name):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="take(entry=b'') means 'take from the queue' to take.lua: a claimed empty "
-                   "entry is never loaded and stays in the processing list (slots/slot.py Slot.step/take, not this "
-                   "helper's file)")
 def test_an_empty_entry_is_dead_lettered(daemon):
     """``LPUSH ready:lo ""`` (a producer's bug: an empty id). Since the hot path (ae4bc5a) the slot
     BLMOVEs it into its processing list and hands ``b""`` to ``take``, where an empty entry means
