@@ -495,6 +495,11 @@ class Queue:
             return "fenced"
         return None
 
+    def lease_left_ms(self, host_id: str) -> int:
+        """Milliseconds our host key has left (-2: gone). A slot's own view of its host's lease, for
+        when its supervisor cannot fence (stopped, or its housekeeper starved)."""
+        return int(self.fast.call("PTTL", self.k.host(host_id)))
+
 
 MAX_DEPENDENCY_WALK = 200
 

@@ -124,6 +124,11 @@ class Slot:
         self.last_beat = 0.0
         self.beat_every = max(0.2, cfg.pool.heartbeat / 3)
         self.last_cancel_poll = 0.0
+        # The running attempt's poll: its job (cancel, token) and, with a fence, the host's lease —
+        # an attempt stops once the host key has less left than one more poll plus a kill.
+        self.poll_every = min(1.0, max(0.2, cfg.pool.heartbeat / 3))
+        fence_on = bool(cfg.pool.fence)
+        self.lease_min_ms = int((cfg.pool.kill_grace + self.poll_every + 0.1) * 1000) if fence_on else 0
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
         self.progress: ProgressFeed | None = None  # the running attempt's fd-3 feed
         base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
@@ -491,11 +496,17 @@ class Slot:
         if self.aborting:
             return "abort"
         now = time.monotonic()
-        if now - self.last_cancel_poll < 1.0:
+        if now - self.last_cancel_poll < self.poll_every:
             return None
         self.last_cancel_poll = now
         try:
-            return self.q.poll_attempt(job.id, token)
+            why = self.q.poll_attempt(job.id, token)
+            if why is None and self.lease_min_ms and self.q.lease_left_ms(self.cfg.pool.host_id) < self.lease_min_ms:
+                # Our host key expires before another poll plus a kill could finish: our supervisor
+                # is not renewing it (stopped, starved) and cannot fence. Stop first, like the fence.
+                self.log.error("lease_lapsing_stopping", job_id=job.id, attempt=token)
+                return "fenced"
+            return why
         except redis.RedisError as e:
             self._redis_error(e)
             return None

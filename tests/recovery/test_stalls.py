@@ -27,10 +27,6 @@ def started_ms(h, jid: str) -> list[int]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason="a stopped supervisor cannot fence: its slots notice the reclaim only "
-                   "at their next once-a-second poll of the job (Queue.poll_attempt), so each attempt runs on "
-                   "for up to ~1 s after start.lua gave the job to the other host (measured +0.76 to +0.82 s "
-                   "of ticks after the re-run's first tick); the slots would need a lease of their own")
 def test_a_supervisor_stopped_past_its_key_runs_no_attempt_after_the_reruns_start(h):
     a = h.daemon("a", workers=3, heartbeat=1.0, handlers=handlers(timeout=30))
     a.wait_slots(3)
