@@ -224,18 +224,21 @@ class Client:
         return bool(token) and records.s(current) == token
 
     def markdown(self, job_id: str) -> str:
-        """A completed ``parse_markdown`` job's Markdown: kept inline in the job's result when the
-        daemon stores it there (``result.markdown``), else read from ``result.markdown_path``, which
-        must be reachable from this host. Raises NotFound, BadInput (not completed, or not an
+        """A completed ``parse_markdown`` job's Markdown: from Redis, where the slot keeps results up
+        to ``pool.inline_result_max`` bytes beside the job (``keys.markdown``), else read from
+        ``result.markdown_path``, which must be reachable from this host. Raises NotFound, BadInput (not completed, or not an
         extraction), Unavailable (the file is not reachable here)."""
         job = self.job(job_id)
         if job.kind != "parse_markdown":
             raise BadInput(f"job {job_id} is a {job.kind} job, not parse_markdown")
         if job.state not in ("completed", "skipped") or not job.result:
             raise BadInput(f"job {job_id} has no result (state {job.state})")
-        inline = job.result.get("markdown")
-        if isinstance(inline, str):
-            return inline
+        rec = self.record(job_id)
+        if rec is not None and rec.state.value == "skipped" and rec.skipped_from:
+            rec = self.record(rec.skipped_from)  # the completed job whose result it carries
+        inline = self.r.get(self.k.markdown(rec.id, rec.attempts)) if rec is not None and rec.attempts else None
+        if inline is not None:
+            return inline.decode("utf-8")
         path = job.result.get("markdown_path")
         if not isinstance(path, str):
             raise BadInput(f"job {job_id}'s result names no markdown_path")

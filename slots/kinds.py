@@ -199,6 +199,15 @@ class ExtractionKind:
         out = handlers.outcome_of(res, self.timeout, success=_job_output)
         if out.error is not None and out.error.kind == ErrorKind.STORAGE.value:
             out.final = False  # the results disk, not the document: another try may find room
+        path = (out.result or {}).get("markdown_path") if out.status == "completed" else None
+        limit = self.cfg.pool.inline_result_max
+        if isinstance(path, str) and limit:
+            try:
+                if os.path.getsize(path) <= limit:
+                    with open(path, encoding="utf-8") as f:
+                        out.inline = f.read()
+            except (OSError, UnicodeDecodeError):
+                pass  # the file stays the only copy; Client.markdown reads it where it is reachable
         return out
 
     def _warm_jvm(self):

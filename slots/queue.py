@@ -495,6 +495,11 @@ class Queue:
             return "fenced"
         return None
 
+    def keep_markdown(self, job_id: str, attempt: int, text: str, retention_s: int) -> None:
+        """An attempt's Markdown beside its job, written before its settle: the completed attempt's
+        number is the job's ``attempts``, so a fenced attempt's copy is never the one read."""
+        self.fast.call("SET", self.k.markdown(job_id, attempt), text.encode("utf-8"), "PX", retention_s * 1000)
+
     def lease_left_ms(self, host_id: str) -> int:
         """Milliseconds our host key has left (-2: gone). A slot's own view of its host's lease, for
         when its supervisor cannot fence (stopped, or its housekeeper starved)."""

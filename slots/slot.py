@@ -536,6 +536,12 @@ class Slot:
         With ``take_next`` the same script starts the next queued job (settle_take.lua): returned,
         for the caller to run."""
         verdict, backoff_ms = self.verdict(job, outcome)
+        if outcome.inline is not None and verdict is Verdict.COMPLETED:
+            try:
+                self.q.keep_markdown(job.id, st.attempt, outcome.inline, self.retention)
+            except redis.RedisError as e:  # the file stays; settle below retries on its own
+                self._redis_error(e)
+                self.log.warning("inline_result_not_kept", job_id=job.id, error=str(e))
         lost_reply = False
         suffix = os.urandom(6).hex() if take_next else ""
         taken: TakeResult | None = None

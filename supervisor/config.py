@@ -86,6 +86,7 @@ class PoolConfig(msgspec.Struct, forbid_unknown_fields=True):
     retry_backoff_max: float = 300.0
     claim_timeout: float = 1.0
     fence: float | None = None  # None: 3 × heartbeat − kill_grace − heartbeat / 3; 0: no fence
+    inline_result_max: int = 1 << 20  # parse_markdown results up to this many bytes are kept in Redis too
 
 
 class ExtractConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -342,6 +343,8 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         if not val < MAX_SECONDS:  # inf (TOML has it) would overflow every conversion to ms
             raise ConfigError(key, val, "a finite number of seconds (under ten years)")
     _check_timings(cfg)
+    if not 0 <= p.inline_result_max <= 64 << 20:
+        raise ConfigError("pool.inline_result_max", p.inline_result_max, "bytes, from 0 (never) to 67108864")
     for name, text in (("redis.prefix", cfg.redis.prefix), ("pool.queue", p.queue)):
         if not text or any(c in text for c in "{}: \t\n"):
             raise ConfigError(name, text, "a non-empty name without braces, colons or spaces")

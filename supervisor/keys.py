@@ -35,6 +35,7 @@ stated plainly: the whole pool lives on one shard.
 | ``userruns:<user>`` | zset | the user's run ids → created ms |
 | ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
 | ``runwait:<id>`` | list | run jobs parked by ``max_parallel``; one is released when a run job leaves ``running`` |
+| ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written before its settle (a fenced attempt's copy is never read) |
 | ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
 """
 
@@ -82,6 +83,10 @@ class Keys:
 
     def host(self, host_id: str) -> str:
         return f"{self.base}:host:{host_id}"
+
+    def markdown(self, job_id: str, attempt: int) -> str:
+        """The Markdown of a parse_markdown job's attempt (the completed one is ``job.attempts``)."""
+        return f"{self.base}:md:{job_id}:{attempt}"
 
     def busy(self, worker_id: str) -> str:
         return f"{self.base}:busy:{worker_id}"

@@ -257,6 +257,7 @@ class Outcome(msgspec.Struct):
     final: bool = False  # the handler said so (exit 3): no retry whatever the kind
     ran: bool = True  # False for rejections before any process started: not a business try
     signals: list[str] = []  # signals the runner had to send (for logs and metrics)
+    inline: str | None = None  # parse_markdown: the Markdown itself, kept in Redis beside the job
 
 
 def rfc3339(ms: int | None) -> str | None:
