@@ -64,7 +64,9 @@ def test_markdown_inline_or_from_the_file(client, tmp_path):
     client.r.hset(client.k.job(j.id), "result", json.dumps({"markdown_path": str(tmp_path / "gone.md")}))
     with pytest.raises(Unavailable, match="not reachable"):
         client.markdown(j.id)
-    client.r.hset(client.k.job(j.id), "result", json.dumps({"markdown": "inline", "markdown_path": "/nowhere"}))
+    # kept in Redis beside the job by the slot (attempt 1 completed): read from there, not the file
+    client.r.hset(client.k.job(j.id), mapping={"attempts": 1, "result": json.dumps({"markdown_path": "/nowhere"})})
+    client.r.set(client.k.markdown(j.id, 1), "inline")
     assert client.markdown(j.id) == "inline"
 
 
