@@ -384,3 +384,24 @@ def bigbook():
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     mod.ensure_soffice()
     return mod.paths()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``tmpfs(size, name)`` → a tmpfs of our own mounted under the test's directory (a real file
+    system to fill up or remount read-only); unmounted at teardown. Needs root and mount(2)."""
+    mounted: list[Path] = []
+
+    def make(size: str = "1m", name: str = "fs") -> Path:
+        mnt = tmp_path / name
+        mnt.mkdir()
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            pytest.fail(f"this test needs root and mount(2): {res.stderr}")
+        mounted.append(mnt)
+        return mnt
+
+    yield make
+    for mnt in mounted:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

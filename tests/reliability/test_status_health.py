@@ -65,15 +65,9 @@ class House:
 
 
 @pytest.fixture
-def small_fs(tmp_path):
+def small_fs(tmpfs):
     """A 1 MiB tmpfs of our own (a real file system to fill up and remount read-only)."""
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"these tests need root and mount(2): {res.stderr}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    return tmpfs("1m")
 
 
 def builder_for(h, results: Path) -> StatusBuilder:

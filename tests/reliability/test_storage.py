@@ -9,14 +9,8 @@ import pytest
 
 
 @pytest.fixture
-def tiny_fs(tmp_path):
-    mnt = tmp_path / "results"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"this test needs root and mount(2): {res.stderr}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+def tiny_fs(tmpfs):
+    return tmpfs("256k", "results")
 
 
 @pytest.mark.timeout(90)
