@@ -12,8 +12,7 @@ reply), so a client that sends a byte every 0.8 s, or nothing at all, holds a fi
 its deadline and never delays anyone else. Requests are answered one at a time as they complete
 (each answer takes milliseconds). The listen backlog is the kernel's maximum, so a burst of
 hundreds of clients waits to be accepted instead of failing with EAGAIN; at most
-``MAX_CONNECTIONS`` are open at once: a new client then takes the place of the oldest one that has
-not finished sending its request.
+``MAX_CONNECTIONS`` are open at once, the rest wait in the backlog.
 
 Fork safety: the listening socket would be inherited by every slot; ``close_after_fork`` closes it
 in the child, so a dead supervisor's slots never keep its socket "alive".
@@ -177,6 +176,7 @@ class StatusServer(threading.Thread):
         assert self.sock is not None
         sel = self.sel = selectors.DefaultSelector()
         sel.register(self.sock, selectors.EVENT_READ, None)
+        listening = True
         next_tick = 0.0
         while not self.stop_event.is_set():
             now = time.monotonic()
@@ -195,6 +195,13 @@ class StatusServer(threading.Thread):
                 self.log.info("status_client_dropped", error="deadline passed",
                               stage="request" if not c.out else "reply")
                 self._close(c)
+            full = len(self.conns) >= MAX_CONNECTIONS
+            if listening == full and self.sock.fileno() >= 0:  # past the cap, the backlog holds the rest
+                if full:
+                    sel.unregister(self.sock)
+                else:
+                    sel.register(self.sock, selectors.EVENT_READ, None)
+                listening = not full
             if self.on_tick and now >= next_tick:
                 next_tick = now + TICK_S
                 try:
@@ -203,17 +210,8 @@ class StatusServer(threading.Thread):
                     self.log.exception("status_tick_failed")
 
     def _accept(self) -> None:
-        """Accept whatever waits. At the cap, the oldest connection still sending its request makes
-        room (it has had the longest to send it): silent clients cannot keep others waiting."""
         assert self.sock is not None and self.sel is not None
-        while True:
-            if len(self.conns) >= MAX_CONNECTIONS:
-                waiting = [c for c in self.conns.values() if not c.out]
-                if not waiting:
-                    return  # every slot is sending a reply: the backlog holds the rest for a moment
-                oldest = min(waiting, key=lambda c: c.deadline)
-                self.log.info("status_client_dropped", error="connection cap reached, oldest silent client")
-                self._close(oldest)
+        while len(self.conns) < MAX_CONNECTIONS:
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
