@@ -110,6 +110,14 @@ class Empty(msgspec.Struct, frozen=True):
     """Nothing queued (take.lua never blocks: the slot goes back to its BLMOVE)."""
 
 
+class NoLease(msgspec.Struct, frozen=True):
+    """Our host's lease (its key's PTTL) is too short to start anything: our supervisor is not
+    renewing it. ``entry``: what a BLMOVE had claimed, still in our list, for the slot to put back
+    (b"" when take.lua was to claim itself, or in settle_take's take part)."""
+
+    entry: bytes
+
+
 class RawEntry(msgspec.Struct, frozen=True):
     """An entry with no job hash (a producer's raw JSON, or an expired job), left in our list: the
     slot adopts or dead-letters it."""
@@ -134,7 +142,7 @@ class Taken(msgspec.Struct, frozen=True):
     started: "StartResult"
 
 
-TakeResult = Empty | RawEntry | BadRecord | Taken
+TakeResult = Empty | NoLease | RawEntry | BadRecord | Taken
 
 
 def _pairs(flat: list | dict) -> dict:
@@ -147,6 +155,8 @@ def take_result(res: list) -> TakeResult:
     tag = _s(res[0])
     if tag == "empty":
         return Empty()
+    if tag == "nolease":
+        return NoLease(res[1])
     if tag == "raw":
         return RawEntry(res[1])
     if tag == "bad":
@@ -158,7 +168,8 @@ def take_result(res: list) -> TakeResult:
 
 class TakeArgs(msgspec.Struct, frozen=True):
     """What a slot passes with every take (constant for the slot process's life, so built once):
-    ``limits`` is the JSON of {kind: [timeout ms, per_user]}, with "*" for kinds it does not know."""
+    ``limits`` is the JSON of {kind: [timeout ms, per_user]}, with "*" for kinds it does not know;
+    no start while our host key (``host_key``) has less than ``min_lease_ms`` left (0: no fence)."""
 
     worker: str
     pid: int
@@ -167,3 +178,5 @@ class TakeArgs(msgspec.Struct, frozen=True):
     max_waits: int
     busy_ttl_ms: int
     limits: bytes
+    host_key: str = ""
+    min_lease_ms: int = 0

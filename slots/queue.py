@@ -30,6 +30,7 @@ from .answers import (  # noqa: F401  (re-exported: callers import the answers f
     Empty,
     Ended,
     Missing,
+    NoLease,
     Parked,
     RawEntry,
     Run,
@@ -234,9 +235,9 @@ class Queue:
         res = self.fast.script(
             self._texts["take"],
             [proc, k.ready_hi, k.ready_lo, k.started, k.waitusers, k.finished, k.events, k.active, k.inready,
-             k.busy(ta.worker)],
+             k.busy(ta.worker), ta.host_key or k.host("-")],
             [k.base, entry, suffix, ta.worker, ta.pid, ta.lock_ttl_ms, ta.retention_s, ta.max_waits,
-             ta.busy_ttl_ms, "1" if retry else "0", ta.limits],
+             ta.busy_ttl_ms, "1" if retry else "0", ta.limits, ta.min_lease_ms],
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
@@ -269,6 +270,7 @@ class Queue:
                 k.busy(ta.worker),
                 k.done(job.kind, job.user, job.input_hash) if job.input_hash else k.done("-", "-", "-"),
                 k.ready_hi,
+                ta.host_key or k.host("-"),
             ],
             [
                 job.id,
@@ -290,6 +292,7 @@ class Queue:
                 ta.busy_ttl_ms,
                 "1" if retry else "0",
                 ta.limits,
+                ta.min_lease_ms,
             ],
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
@@ -443,7 +446,10 @@ class Queue:
         owner_host: str = "",
         owner_incarnation: str = "",
         list_dead: bool = True,
+        stamp: int | None = None,
     ) -> str:
+        """requeue.lua for one entry; ``stamp``: the claim stamp the caller judged too old (the
+        script leaves the entry alone if it has another by now)."""
         job_id = _s(entry) or ""
         user, kind, run = (_s(v) for v in self.r.hmget(self.k.job(job_id), "user", "kind", "run"))
         user = user or ""
@@ -454,7 +460,8 @@ class Queue:
                 k.proclists,
                 k.host(owner_host or "-"),
             ],
-            args=[entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0"],
+            args=[entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0",
+                  "" if stamp is None else stamp],
         )
         return _s(res[0]) or ""
 

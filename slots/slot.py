@@ -64,6 +64,7 @@ from .queue import (
     BadRecord,
     Empty,
     Ended,
+    NoLease,
     Parked,
     Queue,
     RawEntry,
@@ -137,9 +138,19 @@ class Slot:
         self.busy = BusyTracker(self.q.r, self.q.k, worker_id, cfg, self.log, on_redis_error=self._redis_error)
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
         self.reconcile_due = True  # before the first claim: a previous incarnation may have left entries
-        self.take_args = take_args(cfg, worker_id, self.busy.ttl_ms)
+        self.take_args = take_args(cfg, worker_id, self.busy.ttl_ms, self._take_lease_ms())
         self.next: tuple[JobRecord, Run] | None = None  # started by the last settle_take, not yet run
+        self.lease_lapsed = False  # a take found our host's lease too short: claim nothing until renewed
         self.queue_empty = False  # the last take found nothing: go straight to the blocking BLMOVE
+
+    def _take_lease_ms(self) -> int:
+        """What our lease must have left for a take to start a job: enough for one more poll after
+        the one that would stop it (``lease_min_ms``), so a job never starts only to be fenced at
+        once; capped at 1.5 heartbeats, below the 2 a renewed key always has left (0: no fence)."""
+        if not self.lease_min_ms:
+            return 0
+        hb_ms = self.cfg.pool.heartbeat * 1000
+        return int(max(self.lease_min_ms, min(self.lease_min_ms + self.poll_every * 1000, 1.5 * hb_ms)))
 
     # --- process plumbing -------------------------------------------------------------------------
 
@@ -244,6 +255,9 @@ class Slot:
             return
         if self.reconcile_due:
             self.reconcile()
+        if self.lease_lapsed and not self.lease_renewed():
+            self._sleep(self.poll_every)
+            return
         entry = self.q.claim(self.proc, self.cfg.pool.claim_timeout, interactive_first=not self.queue_empty)
         self.queue_empty = False
         if entry is None:
@@ -275,6 +289,19 @@ class Slot:
             self.busy.clear(job.id)
             raise
 
+    def lease_renewed(self) -> bool:
+        """After a take refused for a lapsing lease: whether our supervisor has renewed it since
+        (one PTTL per poll interval until then; nothing at all in the steady state)."""
+        try:
+            if self.q.lease_left_ms(self.cfg.pool.host_id) < self.take_args.min_lease_ms:
+                return False
+        except redis.RedisError as e:
+            self._redis_error(e)
+            return False
+        self.log.info("lease_renewed_claiming")
+        self.lease_lapsed = False
+        return True
+
     def _may_take(self) -> bool:
         """Whether the settle may start the next job: not when stopping, or when the supervisor is
         not reading our reports."""
@@ -295,10 +322,17 @@ class Slot:
         raise redis.ConnectionError("take.lua: Redis unreachable")
 
     def taken(self, t: TakeResult) -> tuple[JobRecord, Run] | None:
-        """What a take answered → the started job to run, or None (nothing queued, a raw entry
-        adopted or dead-lettered, a job parked or ended at its start: each reported here)."""
+        """What a take answered → the started job to run, or None (nothing queued, no lease, a raw
+        entry adopted or dead-lettered, a job parked or ended at its start: each reported here)."""
         if isinstance(t, Empty):
             self.queue_empty = True
+            return None
+        if isinstance(t, NoLease):
+            if t.entry:  # claimed by our BLMOVE, not started: back to the front of ready
+                self.q.requeue(self.proc, t.entry, "unclaim", list_dead=False, **self._requeue_args())
+            if not self.lease_lapsed:
+                self.log.error("lease_lapsing_not_claiming", lease_min_ms=self.take_args.min_lease_ms)
+            self.lease_lapsed = True
             return None
         if isinstance(t, RawEntry):
             self.load(t.entry, {})
@@ -633,7 +667,7 @@ class Slot:
         self.reconcile_due = False
 
 
-def take_args(cfg: Config, worker_id: str, busy_ttl: int) -> TakeArgs:
+def take_args(cfg: Config, worker_id: str, busy_ttl: int, min_lease_ms: int = 0) -> TakeArgs:
     """take.lua's constant arguments for this slot: per kind the timeout (+ kill grace) stamped on
     an attempt and its per_user rule; "*" for a kind this slot does not know (start.lua's defaults:
     the extraction timeout, the user's lock), which ``execute`` then fails as having no handler."""
@@ -651,6 +685,8 @@ def take_args(cfg: Config, worker_id: str, busy_ttl: int) -> TakeArgs:
         max_waits=cfg.pool.max_waits,
         busy_ttl_ms=busy_ttl,
         limits=msgspec.json.encode(limits),
+        host_key=Keys(cfg.redis.prefix, cfg.pool.queue).host(cfg.pool.host_id) if min_lease_ms else "",
+        min_lease_ms=min_lease_ms,
     )
 
 

@@ -307,13 +307,13 @@ class Housekeeper(threading.Thread):
             if state is not None and state.decode() in TERMINAL:
                 # a finished job's leftover copy (a lost reply, a failover): dropped, never re-run,
                 # and no reason to kill the slot that holds the list (it may be busy with another job)
-                verdict = self.q.requeue(proc, entry, "deadline", list_dead=False, **args)
+                verdict = self.q.requeue(proc, entry, "deadline", list_dead=False, stamp=stamped, **args)
                 self.log.warning("leftover_entry_dropped", job_id=job_id, list=proc, state=state.decode(), verdict=verdict)
                 continue
             if self.ours(owner):
                 self.log.error("stuck_slot", job_id=job_id, list=proc, age_ms=stamp_now - stamped)
                 self.stuck.put(proc)  # the main loop kills that slot; its death path requeues the list
             else:
-                verdict = self.q.requeue(proc, entry, "deadline", list_dead=False, **args)
+                verdict = self.q.requeue(proc, entry, "deadline", list_dead=False, stamp=stamped, **args)
                 self.reclaimed += verdict in ("requeued", "failed")
                 self.log.error("reclaimed_past_deadline", job_id=job_id, list=proc, verdict=verdict)

@@ -451,11 +451,13 @@ end
 -- from the queue's base the way supervisor/keys.py spells them (every name keeps the {queue} hash
 -- tag, so all stay in one cluster slot; tests/perf_correctness checks the spelling against Keys).
 -- F: proc, hi, lo, started, waitusers, finished, events, active, inready, busy (keys).
--- A: base, given (entry already in proc, '' = claim), skip (an id never taken again: the job just
+-- F.host: our host key (its PTTL is the host's lease).
+-- A: base, given (entry already in proc, '' = claim), min_lease (ms the lease must have left; 0 = no
+--    fence, no check), skip (an id never taken again: the job just
 --    settled), retry (an earlier call with this suffix may have landed: adopt what proc holds),
 --    suffix, worker, pid, lock_ttl, retention, max_waits, busy_ttl, limits {kind: {timeout ms,
 --    per_user}, ['*'] = for kinds not configured}, now.
--- Returns {'empty'} | {'raw', entry} (no job hash: a producer's raw entry, or gone) |
+-- Returns {'empty'} | {'nolease', given entry or ''} | {'raw', entry} (no job hash: a producer's raw entry, or gone) |
 --   {'bad', entry, record} (a hash without user or kind: the slot dead-letters it) |
 --   {'job', entry, record, start answer}; record = the job hash as read before the start (HGETALL).
 local function take_job(F, A)
@@ -469,6 +471,16 @@ local function take_job(F, A)
     redis.call('LREM', F.proc, 1, e)
     e = ''
   end
+  -- No start on a lapsing lease: our host key (renewed by our supervisor's heartbeat) must outlive
+  -- one more poll of the attempt plus its kill, or the attempt could run on after another host's
+  -- reaper reclaims it. A retry adopts what its first call did; the entry a BLMOVE gave stays in
+  -- our list for the slot to put back.
+  if not A.retry and A.min_lease > 0 and redis.call('PTTL', F.host) < A.min_lease then
+    return {'nolease', e or ''}
+  end
+  -- The entry a BLMOVE gave must still be in our list (the reaper may have judged it stuck and
+  -- taken it back before this ran): otherwise it is someone else's now.
+  if e and e ~= '' and not A.retry and not redis.call('LPOS', F.proc, e) then return {'empty'} end
   if not e or e == '' then
     e = claim_entry(F.proc, F.hi, F.lo)
     if not e then return {'empty'} end

@@ -7,10 +7,15 @@
 -- KEYS[18] sem:<kind>:<user>  KEYS[19] semwait:<kind>:<user>  KEYS[20] proclists  KEYS[21] host:<owner host>
 -- ARGV: 1 entry, 2 reason crash|drain|deadline|unclaim, 3 owner incarnation that must be gone ('' =
 --       the caller saw the death itself), 4 crash cap, 5 lock TTL ms, 6 retention s, 7 user,
---       8 '1' if the list is dead (drop it from proclists once empty)
+--       8 '1' if the list is dead (drop it from proclists once empty), 9 the claim stamp (ms) the
+--       caller judged too old ('' = none): another stamp now means the entry was started (or
+--       claimed again) since, so its attempt is young and is left alone
 -- Returns {'alive'} | {'gone'} | {'requeued'} | {'failed'} (crash cap reached) | {'raw'}
 local entry, reason = ARGV[1], ARGV[2]
 if ARGV[3] ~= '' and redis.call('GET', KEYS[21]) == ARGV[3] then return {'alive'} end
+if (ARGV[9] or '') ~= '' and tonumber(redis.call('HGET', KEYS[3], entry)) ~= tonumber(ARGV[9]) then
+  return {'alive'}
+end
 
 local function tidy()
   if ARGV[8] == '1' and redis.call('LLEN', KEYS[1]) == 0 then redis.call('HDEL', KEYS[20], KEYS[1]) end

@@ -3,10 +3,11 @@
 -- busy slot is one round trip per job. Takes only what is there (LMOVE; never blocks); with nothing
 -- queued the busy state is cleared (while it names the settled job) and the slot goes back to its
 -- blocking BLMOVE.
--- KEYS[1..22] as settle.lua  KEYS[23] ready:hi
+-- KEYS[1..22] as settle.lua  KEYS[23] ready:hi  KEYS[24] host:<our host> (the lease, as take.lua's)
 -- ARGV[1..11] as settle.lua; then 12 base '<prefix>:{<queue>}', 13 token suffix for the next attempt
 --       (the same on a retry), 14 worker id, 15 slot pid, 16 max waits, 17 busy-state TTL ms,
---       18 '1' on a retry after a lost reply, 19 kind limits JSON (as take.lua's ARGV)
+--       18 '1' on a retry after a lost reply, 19 kind limits JSON (as take.lua's ARGV), 20 ms our
+--       lease must have left (0: no fence)
 -- Returns {'ok' | 'fenced', promoted waiter id or '', take.lua's answer}. On a retry whose first
 -- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
 -- the take answers the job the first call started ('run' with the same token).
@@ -22,9 +23,9 @@ local s = settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = K
   counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', now = now, keep_busy = true})
 local t = take_job(
   {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
-   events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21]},
+   events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24]},
   {base = ARGV[12], given = '', skip = ARGV[1], retry = retry, suffix = ARGV[13], worker = ARGV[14],
    pid = tonumber(ARGV[15]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[16]),
-   busy_ttl = tonumber(ARGV[17]), limits = cjson.decode(ARGV[19]), now = now})
+   busy_ttl = tonumber(ARGV[17]), limits = cjson.decode(ARGV[19]), min_lease = tonumber(ARGV[20]), now = now})
 if not (t[1] == 'job' and t[4][1] == 'run') then clear_busy(KEYS[21], ARGV[1]) end
 return {s[1], s[2] or '', t}

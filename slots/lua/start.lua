@@ -23,6 +23,9 @@ local j = redis.call('HMGET', KEYS[2], 'state', 'cancel', 'waits', 'created_at',
   'attempts', 'started_at')
 if not j[1] then return {'missing'} end
 local id, user = ARGV[1], ARGV[8]
+-- Only an entry in the caller's own list: one the reaper took back, a failover lost or a lost
+-- 'parked' reply already moved is someone else's to start (or already parked).
+if not redis.call('LPOS', KEYS[1], id) then return {'stale', j[1]} end
 local dep_pairs = {}
 for i = 21, #KEYS, 2 do
   dep_pairs[#dep_pairs + 1] = {KEYS[i], KEYS[i + 1], string.match(KEYS[i], ':job:(.*)$')}

@@ -53,6 +53,9 @@ def test_a_supervisor_stopped_past_its_key_runs_no_attempt_after_the_reruns_star
         late[jid] = round(first.end - 0.05 - rerun, 3)  # last tick − re-run's start
     assert all(v <= 0 for v in late.values()), f"ticks after the re-run started (s): {late}"
     assert not overlaps(read_trails(h.records), by_job)
+    # and A's slots, their lease lapsing, started nothing new meanwhile (take.lua checks the lease):
+    # one attempt on A, one on B, per job
+    assert {jid: len(attempts(h.records, jid)) for jid in jobs} == {jid: 2 for jid in jobs}
 
 
 @pytest.mark.timeout(90)
