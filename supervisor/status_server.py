@@ -8,11 +8,21 @@ main loop, see ``control``).
 
 One thread serves every connection at once with a selector: each connection is non-blocking and has
 a total deadline (``REQUEST_DEADLINE_S`` to send its request, ``REPLY_DEADLINE_S`` to take the
-reply), so a client that sends a byte every 0.8 s, or nothing at all, holds a file descriptor until
-its deadline and never delays anyone else. Requests are answered one at a time as they complete
-(each answer takes milliseconds). The listen backlog is the kernel's maximum, so a burst of
-hundreds of clients waits to be accepted instead of failing with EAGAIN; at most
-``MAX_CONNECTIONS`` are open at once, the rest wait in the backlog.
+reply), so a client that sends a byte every 0.8 s, or nothing at all, holds a file descriptor at
+most until its deadline and never delays anyone else. Requests are answered one at a time as they
+complete (each answer takes milliseconds); a new connection is read as soon as it is accepted, so a
+client that sent its request before we got to it (the CLI writes right after connect) is answered
+at once and never holds a place. The listen backlog is the kernel's maximum, so a burst of hundreds
+of clients waits to be accepted instead of failing with EAGAIN.
+
+At most ``MAX_CONNECTIONS`` are open at once (a bound on descriptors and buffers). At the cap, with
+someone waiting in the backlog, room is made by closing the connection that has been silent longest
+(no byte received), if that is at least ``SILENT_EVICT_S``: otherwise 256 clients that say nothing
+would keep a real ``status`` in the backlog for their whole 2 s deadline. Not the oldest connection,
+and not one just accepted: a burst's clients are young and each sends its request at once, and a
+connection whose bytes arrived but were not read yet is read (and answered) instead of closed. A
+closed client sees EOF, the same error as at its deadline; until ``SILENT_EVICT_S`` passes, the rest
+wait in the backlog (accepting stops, so the loop never spins on a listener it cannot serve).
 
 Fork safety: the listening socket would be inherited by every slot; ``close_after_fork`` closes it
 in the child, so a dead supervisor's slots never keep its socket "alive".
@@ -26,6 +36,7 @@ deleted: the path is probably a mistake in the config, and the file may matter t
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import socket
 import stat
@@ -53,6 +64,8 @@ from .types import STATUS_PROTOCOL
 REQUEST_DEADLINE_S = 2.0  # accept → whole request read
 REPLY_DEADLINE_S = 2.0  # reply ready → reply taken by the client
 MAX_CONNECTIONS = 256
+SILENT_EVICT_S = 0.3  # at the cap, a connection silent this long gives its place to one in the backlog
+ACCEPT_BATCH = 64  # accepts per wake-up: held connections and the tick get their turn during a flood
 LISTEN_BACKLOG = 4096  # the kernel caps it at net.core.somaxconn
 TICK_S = 1.0
 
@@ -124,6 +137,7 @@ class _Conn:
         self.frame = FrameBuffer(REQUEST_CAP)
         self.out = b""
         self.deadline = now + REQUEST_DEADLINE_S
+        self.heard = now  # accepted, or its last byte received: silence is measured from here
 
 
 class StatusServer(threading.Thread):
@@ -140,6 +154,7 @@ class StatusServer(threading.Thread):
         self.stop_event = threading.Event()
         self.conns: dict[int, _Conn] = {}
         self.sel: selectors.BaseSelector | None = None
+        self.backlog: Any = None  # select.poll on the listener, set by run()
 
     class _ClientsInChild:
         """Closes, in a forked child, the client connections open at the fork: a slot must not keep
@@ -176,32 +191,36 @@ class StatusServer(threading.Thread):
         assert self.sock is not None
         sel = self.sel = selectors.DefaultSelector()
         sel.register(self.sock, selectors.EVENT_READ, None)
+        self.backlog = select.poll()  # "is anyone waiting to be accepted?" without accepting
+        self.backlog.register(self.sock, select.POLLIN)
         listening = True
         next_tick = 0.0
         while not self.stop_event.is_set():
             now = time.monotonic()
-            wait = min([TICK_S, max(0.0, next_tick - now), *(max(0.0, c.deadline - now) for c in self.conns.values())])
+            wake = [TICK_S, next_tick - now, *(c.deadline - now for c in self.conns.values())]
+            if not listening:  # at the cap: listen again once a silent connection could make room
+                wake += [c.heard + SILENT_EVICT_S - now for c in self.conns.values() if not c.out]
             try:
-                events = sel.select(wait)
+                events = sel.select(max(0.0, min(wake)))
             except (OSError, ValueError):
                 return  # closed by close()
             for key, mask in events:
                 if key.data is None:
                     self._accept()
-                else:
+                elif key.data.sock.fileno() >= 0:  # not closed earlier in this batch to make room
                     self._service(key.data, mask)
             now = time.monotonic()
             for c in [c for c in self.conns.values() if c.deadline <= now]:
                 self.log.info("status_client_dropped", error="deadline passed",
                               stage="request" if not c.out else "reply")
                 self._close(c)
-            full = len(self.conns) >= MAX_CONNECTIONS
-            if listening == full and self.sock.fileno() >= 0:  # past the cap, the backlog holds the rest
-                if full:
-                    sel.unregister(self.sock)
-                else:
+            want = len(self.conns) < MAX_CONNECTIONS or self._silent(now) is not None
+            if listening != want and self.sock.fileno() >= 0:  # past the cap, the backlog holds the rest
+                if want:
                     sel.register(self.sock, selectors.EVENT_READ, None)
-                listening = not full
+                else:
+                    sel.unregister(self.sock)
+                listening = want
             if self.on_tick and now >= next_tick:
                 next_tick = now + TICK_S
                 try:
@@ -209,9 +228,35 @@ class StatusServer(threading.Thread):
                 except Exception:
                     self.log.exception("status_tick_failed")
 
+    def _silent(self, now: float) -> _Conn | None:
+        """The connection silent longest while sending its request, if silent ``SILENT_EVICT_S``."""
+        c = min((c for c in self.conns.values() if not c.out), key=lambda c: c.heard, default=None)
+        return c if c is not None and now - c.heard >= SILENT_EVICT_S else None
+
+    def _someone_waits(self) -> bool:
+        """A connection waits in the backlog: room is made only for someone (no closing for nobody)."""
+        return any(ev & select.POLLIN for _, ev in self.backlog.poll(0))
+
+    def _make_room(self) -> bool:
+        """At the cap: close the longest-silent connection (see the module's docstring). Its unread
+        bytes, if any, are read first: then it was not silent, and a whole request is answered."""
+        while len(self.conns) >= MAX_CONNECTIONS:
+            c = self._silent(time.monotonic())
+            if c is None:
+                return False
+            heard = c.heard
+            self._service(c, selectors.EVENT_READ)
+            if c.sock.fileno() >= 0 and c.heard == heard and not c.out:
+                self.log.info("status_client_dropped", error="silent at the connection cap",
+                              silent_s=round(time.monotonic() - heard, 3))
+                self._close(c)
+        return True
+
     def _accept(self) -> None:
         assert self.sock is not None and self.sel is not None
-        while len(self.conns) < MAX_CONNECTIONS:
+        for _ in range(ACCEPT_BATCH):
+            if len(self.conns) >= MAX_CONNECTIONS and not (self._someone_waits() and self._make_room()):
+                return
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -223,6 +268,7 @@ class StatusServer(threading.Thread):
             c = _Conn(conn, time.monotonic())
             self.conns[conn.fileno()] = c
             self.sel.register(conn, selectors.EVENT_READ, c)
+            self._service(c, selectors.EVENT_READ)  # a request sent before the accept is answered now
 
     def _service(self, c: _Conn, mask: int) -> None:
         if mask & selectors.EVENT_READ and not c.out:
@@ -237,6 +283,7 @@ class StatusServer(threading.Thread):
             if not data:
                 self._close(c)  # gone before sending a whole request
                 return
+            c.heard = time.monotonic()
             try:
                 c.frame.feed(data)
             except ProtocolError as e:
