@@ -24,6 +24,10 @@ def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
     q.enqueue(SubmitRequest(kind="behave", user="u", payload={"file": "/in/a.pdf"}, id="old"))
     q.enqueue(SubmitRequest(kind="behave", user="v", payload={}, id="new"))
     old, new = q.get("old"), q.get("new")
+    for jid in ("old", "new"):  # claimed into the slot's list, as BLMOVE would (start.lua starts only those)
+        h.r.lrem(keys.ready_lo, 0, jid)
+        h.r.lrem(keys.ready_hi, 0, jid)
+        h.r.lpush("p", jid)
     args = dict(worker="w-slot1", timeout_ms=10_000, lock_ttl_ms=60_000, retention_s=60, max_waits=10,
                 busy_ttl_ms=busy_ttl_ms(cfg))
     st_old = q.start("p", old, busy=tracker.state_json(old), **args)
@@ -79,8 +83,11 @@ def test_busy_state_lives_exactly_while_the_job_runs(h):
     parked = h.submit(user="u", payload={"record": str(h.records)})
     seen_while_blocked = set()
     def blocker_done():
-        seen_while_blocked.update(json.loads(v)["job_id"] for v in h.r.mget(keys) if v)
-        return (h.records / f"{blocker}.1.end").exists()
+        states = h.r.mget(keys)
+        ended = (h.records / f"{blocker}.1.end").exists()  # read after: if not yet, the states were read while it ran
+        if not ended:
+            seen_while_blocked.update(json.loads(v)["job_id"] for v in states if v)
+        return ended
     wait_until(blocker_done, 10, interval=0.01, what="blocker end")
     assert h.job(parked).waits >= 1 and seen_while_blocked == {blocker}
     # and every state is gone once both ended
