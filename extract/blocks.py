@@ -63,7 +63,7 @@ class Image(msgspec.Struct, tag_field="t", tag="image", omit_defaults=True):
     story: Story = "body"  # a picture in a page header or footer belongs to that story (a logo, a seal)
 
 
-class SheetCell(msgspec.Struct, omit_defaults=True):
+class SheetCell(msgspec.Struct, omit_defaults=True, gc=False):  # ints and strings only: no cycles to collect
     r: int
     c: int
     v: str  # the value as the spreadsheet displays it (number formats and dates applied)
@@ -71,7 +71,7 @@ class SheetCell(msgspec.Struct, omit_defaults=True):
     wrap: bool = False  # the cell's style wraps text (a spreadsheet grows the row to fit it when printing)
 
 
-class Merge(msgspec.Struct, array_like=True):
+class Merge(msgspec.Struct, array_like=True, gc=False):
     r1: int
     c1: int
     r2: int

@@ -297,7 +297,7 @@ def formatter(code: str):
                     v = math.nextafter(v, math.copysign(math.inf, v))
                 out = format(v, spec)
                 return out[1:] if out[0] == "-" and not v < 0 else out
-            plain.spec, plain.tens = spec, tens  # format_all formats a whole column by them
+            plain.spec, plain.tens, plain.decimals = spec, tens, plan[5]  # format_all formats a column by them
             return plain
     pos = _section_formatter(_strip_codes(sections[0]))
     neg = zero = None
@@ -326,18 +326,20 @@ def formatter(code: str):
     return show
 
 
-def format_all(show, nums: list, all_int: bool = False) -> list[str]:
+def format_all(show, nums: list, exact: bool = False) -> list[str]:
     """``[show(x) for x in nums]`` for a ``formatter`` and numbers parsed from a file (never bools), a column at
     a time: General integers are ``str``, and the plain fixed-decimal codes are one C-level ``format`` per number
     with only the exact ties and zeros (a -0.0) formatted again one by one. Why: a 12k-row bill formats ~50k
-    numbers; one Python call each was a sixth of its reading time. ``all_int``: every number is an int."""
-    if show is general and all_int:
+    numbers; one Python call each was a sixth of its reading time. ``exact``: the caller knows there are no
+    ties or -0 (every number an int, or no more decimals than the code shows and no sign); with General, it
+    must mean every number is an int."""
+    if show is general and exact:
         return list(map(str, nums))
     spec = getattr(show, "spec", None)
     if spec is None:
         return list(map(show, nums))
     out = list(map(format, nums, itertools.repeat(spec)))
-    if not all_int:  # an int times 10**k is never a tie, and never -0
+    if not exact:  # an int times 10**k is never a tie, and never -0
         tens, floor = show.tens, math.floor
         for i in [i for i, x in enumerate(nums) if x == 0 or (t := x * tens) - floor(t) == 0.5]:
             out[i] = show(nums[i])

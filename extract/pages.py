@@ -35,6 +35,7 @@ def _is_wide(ch: str) -> bool:
 # _is_wide as character classes, counted by the regex engine (per-character Python costs ~0.4 s on a 100k-cell sheet)
 _WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 _WIDE_INK = re.compile("[\u2e80-\u2fff\u3001-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")  # U+3000 is a space
+_OTHER = re.compile("[^\x00-\x7f\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")  # neither ASCII nor wide
 _BLANK = re.compile(r"[^\S ]")  # whitespace other than the plain space: takes no room
 
 
@@ -88,17 +89,18 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
     rs = [c.r for c in cells]
     cs = [c.c for c in cells]
     wrapped = [c for c in cells if c.wrap and c.r not in manual]
-    for c, width in zip(wrapped, _widths([c.v for c in wrapped])):
-        chars = s.widths[c.c] if c.c < nw else dw + 0.7
-        if chars <= 0:
-            continue
-        per = max(1.0, chars - 0.7)
-        if width is not None:
-            n = max(1, math.ceil(width / per))
-        else:
-            n = sum(max(1, math.ceil(_width(piece) / per)) for piece in c.v.split("\n"))
-        if n > need.get(c.r, 1):
-            need[c.r] = n
+    if wrapped:
+        # characters per line by column (None: a hidden column); only cells of more than one line are looked at
+        pers = [max(1.0, chars - 0.7) if chars > 0 else None for chars in s.widths]
+        dper = max(1.0, dw + 0.7 - 0.7) if dw + 0.7 > 0 else None
+        for c, width, per in [(c, w, p) for c, w in zip(wrapped, _widths([c.v for c in wrapped]))
+                              if (p := pers[c.c] if c.c < nw else dper) is not None and (w is None or w / p > 1)]:
+            if width is not None:
+                n = max(1, math.ceil(width / per))
+            else:
+                n = sum(max(1, math.ceil(_width(piece) / per)) for piece in c.v.split("\n"))
+            if n > need.get(c.r, 1):
+                need[c.r] = n
     strings = [c for c in cells if not c.wrap and c.type == "string"]  # may run over empty cells to their right
     for r, n in need.items():
         heights[r] = max(heights.get(r, line), n * line)
@@ -136,7 +138,8 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
         wide_text = CJK_TEXT * TEXT_PT
         long = [c for c in strings if r1 <= c.r <= r2 and c1 <= c.c <= c2
                 and len(c.v) * wide_text > colw[c.c - c1]]  # else it cannot be wider than its cell
-        for c, width in zip(long, _widths([c.v for c in long])):
+        for c, width in [(c, w) for c, w in zip(long, _widths([c.v for c in long]))
+                         if w is None or w * TEXT_PT - colw[c.c - c1] > 0]:
             room = colw[c.c - c1]
             if width is None:
                 width = _width(max(c.v.split("\n"), key=len))
@@ -180,14 +183,18 @@ def _width(text: str) -> float:
 
 
 def _widths(texts: list[str]) -> list[float | None]:
-    """``_width`` of each one-line text (None for one with line breaks), by one regex pass over them all: the
-    wide characters are removed from the texts joined, and each text's width follows from its two lengths."""
+    """``_width`` of each one-line text (None for one with line breaks), without a regex pass per text: where
+    every character is ASCII or wide (all wide ranges take 3 bytes in UTF-8), a text's wide characters are
+    (UTF-8 bytes − characters) / 2; else the wide characters are removed from the texts joined at once."""
     if not texts:
         return []
     joined = "\n".join(texts)
-    narrow = _WIDE.sub("", joined).split("\n")
-    if len(narrow) != len(texts):  # some text has line breaks: one by one
+    if joined.count("\n") != len(texts) - 1:  # some text has line breaks: one by one
         return [None if "\n" in t else _width(t) for t in texts]
+    if _OTHER.search(joined) is None:
+        return [(n - w) + CJK_TEXT * w for n, w in
+                zip(map(len, texts), [(b - n) // 2 for n, b in zip(map(len, texts), map(len, map(str.encode, texts)))])]
+    narrow = _WIDE.sub("", joined).split("\n")
     return [len(n) + CJK_TEXT * (len(t) - len(n)) for t, n in zip(texts, narrow)]
 
 

@@ -92,13 +92,14 @@ def _fast_strings(data: bytes) -> list[str] | None:
     every mixed-font string as runs with their fonts: 4 MB for a 12k-row bill, 0.5 s through expat).
     Returns None for anything but the plain unprefixed UTF-8 shape, which the XML parser then reads."""
     head = data[:200]
-    if (b"<![CDATA[" in data or b"<!DOCTYPE" in data or b"<!--" in data or b"encoding=" in head
-            and b'encoding="UTF-8"' not in head and b"encoding='UTF-8'" not in head):
+    if b"encoding=" in head and b'encoding="UTF-8"' not in head and b"encoding='UTF-8'" not in head:
         return None
     start = data.find(b"<si")
     end = data.rfind(b"</sst>")
     if start < 0 or end < 0:
         return [] if start < 0 and end >= 0 else None
+    if b"<!DOCTYPE" in data[:start] or b"<!" in data[end:]:
+        return None  # comments or CDATA between the items leave a "<" the count below refuses
     body = data[start:end].replace(b"<si/>", b"<si></si>")
     # the common markup by plain byte replaces (C memmem passes); formatting runs' properties, which hold only
     # empty elements, by one pattern that steps a tag at a time; anything left (phonetic runs, attributes on
@@ -343,12 +344,10 @@ _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
 _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
                    rb'(?:/>|>(<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?(?:<v>([^<]*)</v>|<v/>)?</c>)')
-# the commonest shapes (see _cells_of): a shared string or an empty cell (no value; its column still counts for
-# the sheet's width), and a number (cached values of formulas too)
-_S_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?'
-                     rb'(?: t="(?:s"><v>([0-9]+)</v></c>|[a-zA-Z]+"/>)|/>)')
-_N_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="n")?>'
-                     rb'(?:<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?<v>([^<]+)</v></c>')
+# the commonest shapes in one pattern (see _cells_of): a shared string (group 4), an empty cell (no value; its
+# column still counts for the sheet's width), a number (group 5; cached values of formulas too)
+_SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
+                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?<v>([^<]+)</v></c>)')
 
 
 def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styles, epoch):
@@ -369,7 +368,9 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
             return None
         end = close + len(b"</sheetData>")
         body = data[open_end + 1: close]
-    if b"inlineStr" in body or b"<![CDATA[" in body or b"<!--" in body or b"<c>" in body or b":c " in body:
+    # comments could hide cells from nothing but a parser; prefixed names (x:c) from the counts below. Inline
+    # strings, CDATA and other shapes match neither cell pattern, so the counts refuse them.
+    if b"<!--" in body or b":c " in body:
         return None
     rest_xml = data[:start] + b"<sheetData/>" + data[end:]
     rows = _ROW_TAG.findall(body)
@@ -391,55 +392,57 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
     if dims:
         view.row_dimensions.update({int(r): dims[a] for r, a in rows if a in dims})
     total = body.count(b"<c")  # every cell (sheetData holds no other element starting so; <c> was refused)
-    strs = _S_CELL.findall(body)  # empty cells among them, with an empty value
-    nums = _N_CELL.findall(body)
-    if len(strs) + len(nums) == total:  # the commonest shapes are all there is
+    common = _SN_CELL.findall(body)
+    if len(common) == total:  # the commonest shapes are all there is
         rest: list = []
-        letters = {c for c, _, _, _ in strs} | {c for c, _, _, _ in nums}
     else:  # other types, formulas, values in other spellings: the general shape, sorted into the same kinds
         found = _CELL.findall(body)
         if len(found) != total:
-            return None  # some cell did not match the general shape either
+            return None  # some cell did not match the general shape either (inline strings, CDATA …)
         if b"<f" in body and any(f and not v for _, _, _, _, f, v in found):
             raise NeedsOpenpyxl("formula without a cached value")
-        strs = [(c, r, s, v) for c, r, s, t, _, v in found if t == b"s" and v]
-        nums = [(c, r, s, v) for c, r, s, t, _, v in found if v and (t == b"n" or not t)]
+        common = [(c, r, s, v if t == b"s" else b"", v if t == b"n" or not t else b"") for c, r, s, t, _, v in found]
         rest = [(c, r, s, t, v) for c, r, s, t, _, v in found if v and t and t != b"s" and t != b"n"]
-        letters = {c for c, _, _, _, _, _ in found}
-    if not letters:
+    if not common:
         return [], 0, rest_xml
+    letters = {x[0] for x in common}
+    colmap = {c: _col_index(c.decode(), {}) for c in letters}
+    max_col = max(colmap.values())
+    colmap = {c: i - 1 for c, i in colmap.items()}
     rowmap = {r: int(r) - 1 for r, _ in rows}
+    nstyles = len(styles.codes)
+    ids = {str(i).encode(): i for i in range(nstyles)}
+    ids[b""] = 0
     try:
-        cells = _cells_of(strs, nums, rest, rowmap, strings, styles, epoch)
-    except KeyError:  # a cell's row spelled otherwise than its row's (r="07"): rows from the cells themselves
-        rowmap = {r: int(r) - 1 for r in {x[1] for part in (strs, nums, rest) for x in part if x[-1]}}
-        cells = _cells_of(strs, nums, rest, rowmap, strings, styles, epoch)
-    return cells, max(_col_index(c.decode(), {}) for c in letters), rest_xml
+        cells = _cells_of(common, rest, rowmap, colmap, ids, strings, styles, epoch)
+    except KeyError:  # a row or style spelled otherwise (r="07", s="01") or out of range: maps from the cells
+        rowmap = {r: int(r) - 1 for r in {x[1] for part in (common, rest) for x in part}}
+        ids = {s: int(s) if s else 0 for s in {x[2] for part in (common, rest) for x in part}}
+        cells = _cells_of(common, rest, rowmap, colmap, ids, strings, styles, epoch)
+    return cells, max_col, rest_xml
 
 
-def _cells_of(strs: list, nums: list, rest: list, rowmap: dict, strings: list[str], styles: _Styles, epoch) -> list:
-    """SheetCells of the matched cells, a kind at a time: shared strings (column, row, style, index), numbers
-    (column, row, style, value) style by style through ``numfmt.format_all``, then the rest (column, row, style,
-    type, value) one by one. Why: one Python loop body per cell was ~2 µs (0.2 s for a 12k-row bill);
-    comprehensions and C-level ``map`` over a kind take a fraction. The list is thus in that order, not the
-    sheet's (nothing reads cells in order)."""
+def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str], styles: _Styles,
+              epoch) -> list:
+    """SheetCells of the matched cells, a kind at a time: ``common`` (column, row, style, shared-string index,
+    number) holds the shared strings, the numbers and the empty cells; numbers go style by style through
+    ``numfmt.format_all``; ``rest`` (column, row, style, type, value) one by one. Why: one Python loop body per
+    cell was ~2 µs (0.2 s for a 12k-row bill); comprehensions and C-level ``map`` over a kind take a fraction.
+    The list is thus in that order, not the sheet's (nothing reads cells in order). ``ids``: style index by
+    its attribute's bytes (a KeyError for one missing, as for a row missing from ``rowmap``)."""
     from openpyxl.utils.datetime import from_excel, from_ISO8601
 
     codes, dates, durations, wrap = styles.codes, styles.dates, styles.durations, styles.wrap
     nstyles = len(codes)
-    colmap: dict[bytes, int] = {}
-    for part in (strs, nums, rest):
-        for c in {x[0] for x in part}:
-            colmap[c] = _col_index(c.decode(), {}) - 1
-    sid_of = {s: int(s) if s else 0 for s in {x[2] for part in (strs, nums, rest) for x in part}}
-    wrap_of = {s: sid in wrap for s, sid in sid_of.items()}
-    cells = [SheetCell(rowmap[r], colmap[c], strings[int(v)], "string", wrap_of[s]) for c, r, s, v in strs if v]
+    wrap_of = {s: i in wrap for s, i in ids.items()}
+    cells = [SheetCell(rowmap[r], colmap[c], strings[int(v)], "string", wrap_of[s]) for c, r, s, v, _ in common if v]
     if "" in strings:
         cells = [c for c in cells if c.v]
     append = cells.append
-    styles_used = {s for _, _, s, _ in nums}
+    nums = [(c, r, s, v) for c, r, s, _, v in common if v]
+    styles_used = {x[2] for x in nums}
     for style in styles_used:
-        sid = sid_of[style]
+        sid = ids[style]
         group = nums if len(styles_used) == 1 else [x for x in nums if x[2] == style]
         if sid in dates:  # dates and durations: one by one
             code = codes[sid] if sid < nstyles else "General"
@@ -457,6 +460,7 @@ def _cells_of(strs: list, nums: list, rest: list, rowmap: dict, strings: list[st
             continue
         vals = [v for _, _, _, v in group]
         show = formatter(codes[sid]) if sid < nstyles else general
+        exact = False
         try:
             values = list(map(int, vals))
             all_int = True
@@ -464,13 +468,17 @@ def _cells_of(strs: list, nums: list, rest: list, rowmap: dict, strings: list[st
             all_int = False
             if (show is general or hasattr(show, "spec")) and max(map(len, vals)) <= 15:
                 values = list(map(float, vals))  # these two show an int < 1e15 and its float alike
+                if hasattr(show, "spec"):  # no ties to round (more decimals than shown), no -0: one format() each
+                    joined = b" ".join(vals)
+                    exact = (b"-" not in joined and b"e" not in joined and b"E" not in joined
+                             and re.search(rb"\.[0-9]{%d}" % (show.decimals + 1), joined) is None)
             else:
                 values = [float(v) if (b"." in v or b"E" in v or b"e" in v) else int(v) for v in vals]
-        texts = format_all(show, values, all_int)
+        texts = format_all(show, values, all_int or exact)
         cells += map(SheetCell, [rowmap[r] for _, r, _, _ in group], [colmap[c] for c, _, _, _ in group], texts,
                      itertools.repeat("number"))
     for c, r, s, t, v_b in rest:
-        r0, c0, sid = rowmap[r], colmap[c], sid_of[s]
+        r0, c0, sid = rowmap[r], colmap[c], ids[s]
         v = v_b.decode()
         if "&" in v:
             v = _ENTITY.sub(_entity, v)
