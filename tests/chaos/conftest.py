@@ -11,7 +11,7 @@ import os
 
 def pytest_addoption(parser):
     parser.addoption("--long", action="store_true", default=False,
-                     help="chaos soak: 2,000 jobs over 200 users (TENDER_POOL_CHAOS_JOBS sets any size)")
+                     help="chaos soak: 20,000 jobs over 2,000 users (TENDER_POOL_CHAOS_JOBS sets any size)")
 
 
 def pytest_configure(config):
