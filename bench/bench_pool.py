@@ -28,8 +28,10 @@ import redis
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
 BIN = Path(sys.executable).with_name("tender-pool")
 
+import pool_toml  # noqa: E402
 from tender_pool.slots.queue import Queue, connect  # noqa: E402
 from tender_pool.supervisor.keys import Keys  # noqa: E402
 from tender_pool.supervisor.types import SubmitRequest  # noqa: E402
@@ -52,33 +54,8 @@ def start_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
 
 
 def write_config(tmp: Path, sock: str, prefix: str) -> Path:
-    cfg = tmp / f"{prefix}.toml"
-    cfg.write_text(f"""
-[redis]
-url = "unix://{sock}"
-prefix = "{prefix}"
-[pool]
-worker_count = 4
-host_id = "bench-{prefix}"
-heartbeat = 10
-state_dir = "{tmp}/state"
-input_roots = ["{REPO}/jvm/training", "{tmp}"]
-results_dir = "{tmp}/results"
-[status]
-socket = "{tmp}/status.sock"
-[metrics]
-listen = ""
-[handlers.noop]
-command = ["/bin/sh", "-c", "echo {{}}"]
-timeout = 30
-[handlers.sleep10]
-command = ["/bin/sh", "-c", "sleep 0.01; echo '{{}}'"]
-timeout = 30
-[handlers.long]
-command = ["/bin/sh", "-c", "sleep 3; echo '{{}}'"]
-timeout = 30
-""")
-    return cfg
+    return pool_toml.write(tmp / f"{prefix}.toml", sock, prefix, f"bench-{prefix}", tmp, pool="heartbeat = 10",
+                           input_roots=(str(REPO / "jvm" / "training"),))
 
 
 def tree(pid: int) -> list[psutil.Process]:

@@ -207,36 +207,10 @@ class Ours:
         self.bin = Path(sys.executable).with_name("tender-pool")
 
     def write_config(self) -> Path:
-        tmp = self.tmp
-        cfg = tmp / "ours.toml"
-        cfg.write_text(f"""
-[redis]
-url = "unix://{self.sock}"
-prefix = "bench"
-[pool]
-worker_count = 4
-host_id = "bench-ours"
-state_dir = "{tmp}/state"
-input_roots = ["{tmp}"]
-results_dir = "{tmp}/results"
-[status]
-socket = "{tmp}/status.sock"
-[metrics]
-listen = ""
-[handlers.noop]
-command = ["/bin/sh", "-c", "echo {{}}"]
-timeout = 30
-[handlers.sleep10]
-command = ["/bin/sh", "-c", "sleep 0.01; echo '{{}}'"]
-timeout = 30
-[handlers.long]
-command = ["/bin/sh", "-c", "sleep 3; echo '{{}}'"]
-timeout = 30
-[handlers.fail]
-command = ["/bin/sh", "-c", "echo '{{\\"error\\": {{\\"kind\\": \\"handler_failed\\", \\"message\\": \\"bench\\"}}}}'; exit 3"]
-timeout = 30
-""")
-        return cfg
+        sys.path.insert(0, str(REPO / "bench"))
+        import pool_toml
+
+        return pool_toml.write(self.tmp / "ours.toml", self.sock, "bench", "bench-ours", self.tmp)
 
     def start(self, recovery: str = "default") -> None:
         log = open(self.tmp / "ours.log", "ab")
