@@ -145,7 +145,9 @@ def _has_content(blocks: list[Block]) -> bool:
 # a slot that never sees a format never carries its library.
 _PRELOAD = {
     "docx": ("tender_pool.extract.docx",),
-    "xlsx": ("tender_pool.extract.xlsx", "openpyxl"),
+    "xlsx": ("tender_pool.extract.xlsx", "tender_pool.extract.xlsx_stream", "openpyxl", "openpyxl.styles.numbers",
+             "openpyxl.worksheet.header_footer", "openpyxl.worksheet.page", "openpyxl.worksheet.dimensions",
+             "openpyxl.worksheet.print_settings", "openpyxl.utils.datetime", "openpyxl.utils.cell"),
     "pdf": ("tender_pool.extract.pdf", "pypdf"),
     "rtf": ("tender_pool.extract.rtf", "striprtf.striprtf"),
     "html": ("tender_pool.extract.html",),

@@ -23,6 +23,7 @@ the body, headed ``## [Page headers]`` etc., so they are never mistaken for body
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from typing import Iterable
@@ -97,11 +98,13 @@ def _cluster_edges(values: Iterable[int]) -> list[int]:
 
 
 def _nearest(edges: list[int], v: int) -> int:
-    best = 0
-    for i, e in enumerate(edges):
-        if abs(e - v) < abs(edges[best] - v):
-            best = i
-    return best
+    """Index of the edge nearest to v (the lower one on a tie); ``edges`` ascending, as _cluster_edges gives."""
+    i = bisect.bisect_left(edges, v)
+    if i == 0:
+        return 0
+    if i == len(edges):
+        return i - 1
+    return i - 1 if v - edges[i - 1] <= edges[i] - v else i
 
 
 def _grid_from_edges(rows: list[list[Cell]]):
