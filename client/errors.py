@@ -24,7 +24,7 @@ from typing import Iterator
 import redis
 
 from tender_pool.slots.connection import NotReplicated
-from tender_pool.supervisor.types import BadInput
+from tender_pool.supervisor.types import BadInput, Undecodable
 
 __all__ = ["BadInput", "NotFound", "NotReplicated", "Unavailable", "Undecodable", "translated"]
 
@@ -36,10 +36,6 @@ class NotFound(LookupError):
 class Unavailable(Exception):
     """Redis did not answer (connection refused, timed out, a failover in progress), or, for
     ``status()``, neither the status socket nor Redis did."""
-
-
-class Undecodable(Exception):
-    """A job hash that exists but does not decode into a job (written by something else)."""
 
 
 @contextlib.contextmanager

@@ -11,12 +11,9 @@ from typing import Any
 
 import msgspec
 
-from tender_pool.supervisor.types import JobError, JobRecord, rfc3339
+from tender_pool.supervisor.types import JobError, JobRecord, decode_job, rfc3339  # noqa: F401  (decode_job: re-exported)
 
-from .errors import Undecodable
 from .models import COUNT_FIELDS, Counts, Event, RunSummary
-
-_JSON_FIELDS = ("payload", "after", "error", "result")
 
 
 def s(v: bytes | str | int | None) -> str | None:
@@ -31,31 +28,6 @@ def as_dict(reply: Any) -> dict[bytes, bytes]:
     if isinstance(reply, dict):
         return reply
     return dict(zip(reply[::2], reply[1::2]))
-
-
-def decode_job(h: dict[bytes, bytes]) -> JobRecord:
-    """The job hash → JobRecord (as ``slots.queue.decode_job``, which the slot uses: the two should
-    become one in ``types``); raises Undecodable with the reason. Fields the hash has but this
-    version of JobRecord does not know are an error (``forbid_unknown_fields``): a newer daemon's
-    field needs a newer client."""
-    try:
-        d: dict[str, str] = {k.decode(): v.decode() for k, v in h.items()}
-    except UnicodeDecodeError as e:
-        raise Undecodable(f"job hash is not UTF-8: {e}") from None
-    out: dict[str, Any] = {}
-    try:
-        for k, v in d.items():
-            if k in _JSON_FIELDS:
-                if v:
-                    out[k] = msgspec.json.decode(v)
-            elif k == "cancel":
-                out[k] = v == "1"
-            elif v != "":
-                out[k] = v
-        out = {k: v for k, v in out.items() if v is not None}  # a stored JSON null: the field's default
-        return msgspec.convert(out, JobRecord, strict=False)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise Undecodable(f"job hash does not validate: {e}") from None
 
 
 def job_error(raw: bytes | None) -> JobError | None:

@@ -22,7 +22,15 @@ import msgspec
 import redis
 
 from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import BadInput, check_submit, JobError, JobRecord, SubmitRequest
+from tender_pool.supervisor.types import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
+    BadInput,
+    JobError,
+    JobRecord,
+    SubmitRequest,
+    Undecodable,
+    check_submit,
+    decode_job,
+)
 
 from . import scripts
 from .answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
@@ -50,44 +58,10 @@ from .connection import FastLane, connect, wait_replicated  # noqa: F401  (conne
 _json = msgspec.json.Encoder()
 
 
-class Undecodable(Exception):
-    """A list entry or job hash we cannot turn into a JobRecord; goes to the dead-letter list
-    (``deadletter.lua``'s header is where a dead letter's shape is described)."""
-
-
 def _s(v: bytes | str | None) -> str | None:
     if v is None:
         return None
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-
-
-_JSON_FIELDS = frozenset({"payload", "after", "error", "result"})
-
-
-def decode_job(h: dict[bytes, bytes]) -> JobRecord:
-    """The job hash → JobRecord; raises Undecodable with the reason. Empty values and JSON nulls
-    are left out (the Struct's defaults apply). One pass: this runs once per job in the slot."""
-    out: dict[str, Any] = {}
-    try:
-        for k, v in h.items():
-            key = k.decode()
-            if key in _JSON_FIELDS:
-                if v:
-                    value = msgspec.json.decode(v)
-                    if value is not None:
-                        out[key] = value
-            elif key == "cancel":
-                out[key] = v == b"1"
-            elif v:
-                out[key] = v.decode()
-    except UnicodeDecodeError as e:
-        raise Undecodable(f"job hash is not UTF-8: {e}") from None
-    except msgspec.DecodeError as e:
-        raise Undecodable(f"job hash does not validate: {e}") from None
-    try:
-        return msgspec.convert(out, JobRecord, strict=False)
-    except msgspec.ValidationError as e:
-        raise Undecodable(f"job hash does not validate: {e}") from None
 
 
 class _LazyTexts(dict):

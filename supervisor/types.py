@@ -155,6 +155,43 @@ class JobRecord(msgspec.Struct, forbid_unknown_fields=True):
     conc: str | None = None  # what the running attempt holds: "lock" | "sem" | "none" (start.lua)
 
 
+class Undecodable(Exception):
+    """A list entry or job hash that does not turn into a JobRecord (written by something else, or
+    by hand): the slot dead-letters it (``deadletter.lua``'s header describes a dead letter), the
+    client raises it to its caller."""
+
+
+_JSON_FIELDS = frozenset({"payload", "after", "error", "result"})
+
+
+def decode_job(h: dict[bytes, bytes]) -> JobRecord:
+    """The job hash (HGETALL, bytes) → JobRecord, for the slot and the client alike; raises
+    Undecodable with the reason. Empty values and JSON nulls are left out (the Struct's defaults
+    apply); a field this version does not know is an error (``forbid_unknown_fields``: a newer
+    daemon's field needs a newer reader). One pass: the slot runs this once per job."""
+    out: dict[str, Any] = {}
+    try:
+        for k, v in h.items():
+            key = k.decode()
+            if key in _JSON_FIELDS:
+                if v:
+                    value = msgspec.json.decode(v)
+                    if value is not None:
+                        out[key] = value
+            elif key == "cancel":
+                out[key] = v == b"1"
+            elif v:
+                out[key] = v.decode()
+    except UnicodeDecodeError as e:
+        raise Undecodable(f"job hash is not UTF-8: {e}") from None
+    except msgspec.DecodeError as e:
+        raise Undecodable(f"job hash does not validate: {e}") from None
+    try:
+        return msgspec.convert(out, JobRecord, strict=False)
+    except msgspec.ValidationError as e:
+        raise Undecodable(f"job hash does not validate: {e}") from None
+
+
 class SubmitRequest(msgspec.Struct, forbid_unknown_fields=True):
     """What a producer hands us: through `tender-pool submit`, the library, or a raw JSON entry
     pushed onto the ready list by a producer that can only LPUSH."""
