@@ -94,14 +94,21 @@ class PageSetup(msgspec.Struct, omit_defaults=True):
     margins: list[float] = []  # inches: left, right, top, bottom
     areas: list[list[int]] = []  # print areas [r1, c1, r2, c2], 0-based inclusive; [] = the used range
     repeat_rows: int = 0  # rows printed again at the top of every page
-    default_width: float = 0.0  # default column width in characters (0 = unknown)
+    default_width: float = 0.0  # default column width in characters (0 = unknown): xls DEFCOLWIDTH, xlsx baseColWidth
+    # the default width with its padding, where the file stores it (xls STANDARDWIDTH, xlsx defaultColWidth); 0 = not
+    standard_width: float = 0.0
     default_height: float = 0.0  # default row height in points (0 = unknown)
-    widths: list[float] = []  # width in characters of columns 0, 1, …; 0 = hidden; past the end = default
+    # width in characters of columns 0, 1, …; 0 = hidden; past the end, or equal to default_width = the default
+    widths: list[float] = []
     # [row, points] for rows with a height set by hand (0 = hidden); [row, points, 0] for a stored height the
     # application fits to the content again (LibreOffice recomputes those rows from their wrapped text)
     heights: list[list[float]] = []
     row_breaks: list[int] = []  # manual page breaks: a new page starts at each of these rows
     col_breaks: list[int] = []
+    # the workbook's default font (xls FONT 0, xlsx styles' first font): its digit width is the unit of the
+    # column widths above; "" / 0 = not known
+    font: str = ""
+    font_pt: float = 0.0
 
 
 class Sheet(msgspec.Struct, tag_field="t", tag="sheet", omit_defaults=True):

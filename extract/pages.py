@@ -9,8 +9,8 @@ Why an estimate at all: the queue and the LLM budget want a size in pages, and L
   text height. Landscape sections thus hold fewer, longer lines. Hard page breaks and new-page section
   breaks (``Meta.page_breaks``) add ``BREAK_COST`` each.
 * sheets: LibreOffice's own pagination modelled from the sheet's page setup (``Sheet.setup``): paper,
-  orientation, margins, scale / fit-to-pages, print areas, manual breaks, column widths and row heights,
-  rows grown by wrapped text; empty pages are skipped, as LibreOffice does (see ``_sheet_pages``).
+  orientation, margins, scale / fit-to-pages, print areas, manual breaks, column widths in the default font's
+  digits and row heights as stored; empty pages are skipped, as LibreOffice does (see ``_sheet_pages``).
 
 The constants were fitted on the corpus as a whole (see bench/bench_extract.py), not per file.
 """
@@ -47,9 +47,40 @@ PAPER = {1: (8.5, 11.0), 2: (8.5, 11.0), 3: (11.0, 17.0), 4: (17.0, 11.0), 5: (8
          12: (10.12, 14.33), 13: (7.17, 10.12), 66: (16.54, 23.39), 70: (4.13, 5.83)}
 DEFAULT_PAPER = (8.27, 11.69)  # A4 where the file stores none (fitted: A4 and Letter score alike)
 DEFAULT_MARGINS = [0.75, 0.75, 1.0, 1.0]
-CHAR_PT = 5.25 * 1.2  # points per character of column width (7 px digit at 96 dpi, ×1.2 fitted)
+CHAR_PT = 5.25 * 1.2  # points per character of column width where the default font is not known (fitted)
+# A column width counts digits of the workbook's default font; LibreOffice measures that digit in the font it
+# draws with: the metric-compatible Liberation fonts stand in for Arial, Times New Roman and Courier New, and
+# every other font it lacks (Calibri, Cambria, the CJK fonts …) falls back to DejaVu Sans, whose digits are
+# wider. Digit advance in ems by family; the reference host's LibreOffice (tests/extract/test_pages.py) gave
+# 5.546 pt per character for Arial 10, 7.00 for Calibri 11 and 7.646 for 宋体 12.
+DIGIT_EM = {"arial": 0.5547, "helvetica": 0.5547, "liberation sans": 0.5547, "arimo": 0.5547,
+            "times new roman": 0.5, "times": 0.5, "liberation serif": 0.5, "tinos": 0.5,
+            "courier new": 0.6001, "courier": 0.6001, "liberation mono": 0.6001, "cousine": 0.6001,
+            "dejavu sans": 0.6366}
+FALLBACK_EM = 0.6366  # DejaVu Sans
+
+
+def char_pt(setup: PageSetup) -> float:
+    """Points per character of column width for this workbook."""
+    if not setup.font or setup.font_pt <= 0:
+        return CHAR_PT
+    return DIGIT_EM.get(setup.font.strip().lower(), FALLBACK_EM) * setup.font_pt
+
+
 TEXT_PT = 5.25 * 1.2  # points per character of cell text, for text running over into empty cells
 CJK_TEXT = 1.6  # a CJK character's width in Latin characters (wrap and overflow)
+
+
+def _default_chars(s: PageSetup) -> float:
+    """The default column width in characters of the default font, as LibreOffice sets it: the stored standard
+    width, else the default width plus the padding Excel adds for the font's height (LibreOffice's
+    XclTools::GetXclDefColWidthCorrection); 5 px of 7 where the font is not known."""
+    if s.standard_width > 0:
+        return s.standard_width
+    dw = s.default_width or 8
+    if s.font_pt > 0:
+        return dw + (40960 / max(s.font_pt * 20 - 15, 60) + 50) / 256
+    return (dw * 7 + 5) / 7
 
 
 def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
@@ -58,7 +89,7 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
     The sheet's own page setup counts: paper, orientation and scale (these two ignored when the file marks
     its settings unset),
     margins, scale or fit-to-pages (never enlarging), print areas, repeated rows and manual breaks.
-    Columns and rows fill pages greedily; rows with wrapped text and no hand-set height grow to fit it;
+    Columns and rows fill pages greedily, at their stored widths and heights (see ``char_pt``);
     unwrapped text runs on over empty cells to its right (LibreOffice extends the print range for it);
     pages without any cell are not printed (LibreOffice's default). Pictures are printed content too: the
     pages their anchors' cell rectangles cross count, and a sheet of pictures alone prints.
@@ -77,36 +108,16 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
     m = s.margins if len(s.margins) == 4 else DEFAULT_MARGINS
     page_w = max(72.0, (pw - m[0] - m[1]) * 72)
     page_h = max(72.0, (ph - m[2] - m[3]) * 72)
-    dw = s.default_width or 8
-    default_col = (dw * 7 + 5) / 7 * CHAR_PT
+    cpt = char_pt(s)
+    default_col = _default_chars(s) * cpt
+    widths = [default_col if w == s.default_width else w * cpt for w in s.widths]
+    # every stored height as stored: LibreOffice keeps a row's height on load, refitted flag or not (wrapped text
+    # does not grow a row until the sheet is edited), so rows print at their stored or the default height
+    heights: dict[int, float] = {int(e[0]): float(e[1]) for e in s.heights}
     line = s.default_height or 12.75
-    widths = [w * CHAR_PT for w in s.widths]
-    manual: dict[int, float] = {}
-    heights: dict[int, float] = {}
-    for e in s.heights:
-        (manual if len(e) == 2 else heights)[int(e[0])] = float(e[1])
-    need: dict[int, int] = {}
-    nw = len(s.widths)
-    # a kind of cell at a time through comprehensions (a 100k-cell sheet: ~0.1 s as one loop body per cell)
     rs = [c.r for c in cells]
     cs = [c.c for c in cells]
-    wrapped = [c for c in cells if c.wrap and c.r not in manual]
-    if wrapped:
-        # characters per line by column (None: a hidden column); only cells of more than one line are looked at
-        pers = [max(1.0, chars - 0.7) if chars > 0 else None for chars in s.widths]
-        dper = max(1.0, dw + 0.7 - 0.7) if dw + 0.7 > 0 else None
-        for c, width, per in [(c, w, p) for c, w in zip(wrapped, _widths([c.v for c in wrapped]))
-                              if (p := pers[c.c] if c.c < nw else dper) is not None and (w is None or w / p > 1)]:
-            if width is not None:
-                n = max(1, math.ceil(width / per))
-            else:
-                n = sum(max(1, math.ceil(_width(piece) / per)) for piece in c.v.split("\n"))
-            if n > need.get(c.r, 1):
-                need[c.r] = n
     strings = [c for c in cells if not c.wrap and c.type == "string"]  # may run over empty cells to their right
-    for r, n in need.items():
-        heights[r] = max(heights.get(r, line), n * line)
-    heights.update(manual)
     last_r = max([*rs, *(r[2] for r in rects)])
     last_c = max([*cs, *(r[3] for r in rects)])
     areas = s.areas or [[0, 0, last_r, last_c]]
@@ -125,15 +136,6 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
             in_r, in_c = [r for r, _ in inside], [c for _, c in inside]
         colw = [widths[c] if c < len(widths) else default_col for c in range(c1, c2 + 1)]
         rowh = [heights.get(r, line) for r in range(r1, r2 + 1)]
-        if s.fit:
-            z = 1.0
-            if s.fit_width > 0:
-                z = min(z, page_w * s.fit_width / max(1.0, sum(colw)))
-            if s.fit_height > 0:
-                z = min(z, page_h * s.fit_height / max(1.0, sum(rowh)))
-            z = max(z, 0.1)
-        else:
-            z = max(10, min(400, s.scale or 100)) / 100.0 if s.valid else 1.0
         # unwrapped text: which columns right of its cell it runs over (may extend past the area's end)
         runs: list[tuple[int, int, int]] = []
         ncolw = len(colw)
@@ -159,6 +161,16 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
                 k += 1
             if k > c.c + 1:
                 runs.append((c.r, c.c + 1, k - 1))
+        # the zoom after the run-over columns are known: LibreOffice fits the print range they extend
+        if s.fit:
+            z = 1.0
+            if s.fit_width > 0:
+                z = min(z, page_w * s.fit_width / max(1.0, sum(colw)))
+            if s.fit_height > 0:
+                z = min(z, page_h * s.fit_height / max(1.0, sum(rowh)))
+            z = max(z, 0.1)
+        else:
+            z = max(10, min(400, s.scale or 100)) / 100.0 if s.valid else 1.0
         rep = sum(rowh[: s.repeat_rows]) if s.repeat_rows else 0.0
         # fit-to-pages wins over manual breaks, as in Excel (fitted: LibreOffice's count agrees better so)
         row_breaks = set() if s.fit else {b - r1 for b in s.row_breaks}
@@ -212,7 +224,7 @@ def _paginate(sizes: list[float], limit: float, zoom: float, breaks: set[int], r
     for i, size in enumerate(sizes):
         size *= zoom
         room = limit - (repeat * zoom if page > 0 else 0.0)
-        if acc > 0 and (acc + size > room or i in breaks):
+        if acc > 0 and (acc + size > room + 1e-6 or i in breaks):  # a fitted zoom fills a page exactly
             page, acc = page + 1, 0.0
         acc += size
         out.append(page)

@@ -10,7 +10,7 @@ JVM's answer costs milliseconds anyway.
 
 Owns the POI-compatible reading of (strings in ``xls_strings``, drawings in ``officeart``): SST (strings split across CONTINUE records), XF/FORMAT (number
 formats, wrap), cell records (LABELSST, LABEL, NUMBER, RK, MULRK, FORMULA with its cached result and
-STRING, BOOLERR), MERGEDCELLS, ROW/COLINFO/DEFCOLWIDTH/DEFAULTROWHEIGHT, SETUP, margins, WSBOOL's
+STRING, BOOLERR), MERGEDCELLS, ROW/COLINFO/DEFCOLWIDTH/STANDARDWIDTH/DEFAULTROWHEIGHT, the first FONT, SETUP, margins, WSBOOL's
 fit-to-page, page breaks, HEADER/FOOTER, the built-in names Print_Area and Print_Titles, and pictures
 (the OfficeArt shapes of MSODRAWING with a blip index, typed by the drawing group's blip store). The blocks
 are the ones XlsReader.java emits (tests/extract/test_xls_stream.py compares both on the corpus).
@@ -49,6 +49,7 @@ BOF, EOF, CONTINUE, FILEPASS, SST, FORMAT, XF, BOUNDSHEET, DATEMODE, NAME = (
     0x809, 0x0A, 0x3C, 0x2F, 0xFC, 0x41E, 0xE0, 0x85, 0x22, 0x18)
 LABELSST, LABEL, NUMBER, RK, MULRK, FORMULA, STRING, BOOLERR = 0xFD, 0x204, 0x203, 0x27E, 0xBD, 0x06, 0x207, 0x205
 ROW, COLINFO, DEFCOLWIDTH, DEFAULTROWHEIGHT, MERGEDCELLS = 0x208, 0x7D, 0x55, 0x225, 0xE5
+FONT, STANDARDWIDTH = 0x31, 0x99
 SETUP, LEFTM, RIGHTM, TOPM, BOTTOMM, WSBOOL, HBREAKS, VBREAKS, HEADER, FOOTER = (
     0xA1, 0x26, 0x27, 0x28, 0x29, 0x81, 0x1B, 0x1A, 0x14, 0x15)
 MSODRAWINGGROUP, MSODRAWING = 0xEB, 0xEC
@@ -118,6 +119,7 @@ class _Book:
         self.formats: dict[int, str] = {}
         self.xf_fmt: list[int] = []
         self.xf_wrap: list[bool] = []
+        self.font: tuple[str, float] | None = None  # the first FONT record: the workbook's default font
         self.sheets: list[tuple[str, int, bool]] = []  # name, BOF offset, hidden
         self.date1904 = False
         self.blips: list[str] = []  # file extension per blip store entry (pib - 1)
@@ -147,6 +149,10 @@ class _Book:
                     segs.append(data[pos + 4: pos + 4 + cl])
                     pos += 4 + cl
                 self.sst = shared_strings(segs, _U32(data, body + 4)[0])
+            elif typ == FONT and self.font is None and ln >= 16:
+                cch, flags = data[body + 14], data[body + 15]
+                raw = data[body + 16: body + 16 + (cch * 2 if flags & 1 else cch)]
+                self.font = (raw.decode("utf-16-le" if flags & 1 else "latin-1", "replace"), _U16(data, body)[0] / 20.0)
             elif typ == XF:
                 ifmt = _U16(data, body + 2)[0]
                 self.xf_fmt.append(ifmt)
@@ -258,6 +264,7 @@ class _Book:
         setup: dict = {}
         margins = [0.75, 0.75, 1.0, 1.0]
         defcol, defrow = 8, 0xFF
+        stdwidth = 0
         row_breaks: list[int] = []
         col_breaks: list[int] = []
         header = footer = ""
@@ -375,6 +382,8 @@ class _Book:
                 cols.append((first, last, width, grbit & 1))
             elif typ == DEFCOLWIDTH:
                 defcol = _U16(data, body)[0]
+            elif typ == STANDARDWIDTH:
+                stdwidth = _U16(data, body)[0]
             elif typ == DEFAULTROWHEIGHT:
                 defrow = _U16(data, body + 2)[0]
             elif typ == SETUP:
@@ -393,12 +402,13 @@ class _Book:
                     header = text
                 else:
                     footer = text
-        ps = self._setup(index, setup, margins, fit, defcol, defrow, cols, rows, max_col, row_breaks, col_breaks)
+        ps = self._setup(index, setup, margins, fit, defcol, defrow, cols, rows, max_col, row_breaks, col_breaks,
+                         stdwidth)
         return Sheet(name=name, cells=cells, merges=merges, hidden=hidden, header=header, footer=footer,
                      setup=ps), (drawing, objects)
 
     def _setup(self, index, setup, margins, fit, defcol, defrow, cols, rows, max_col, row_breaks,
-               col_breaks) -> PageSetup:
+               col_breaks, stdwidth) -> PageSetup:
         """XlsReader.setup's fields from the records (POI's defaults where a record is missing)."""
         grbit = setup.get("grbit", 2)
         width = {}
@@ -424,7 +434,8 @@ class _Book:
             scale=setup.get("scale", 100), fit=fit, fit_width=setup.get("fit_width", 1),
             fit_height=setup.get("fit_height", 1), margins=margins, areas=areas, repeat_rows=repeat,
             default_width=float(defcol), default_height=defrow / 20.0, widths=widths, heights=heights,
-            row_breaks=row_breaks, col_breaks=col_breaks)
+            row_breaks=row_breaks, col_breaks=col_breaks, standard_width=stdwidth / 256.0,
+            font=self.font[0] if self.font else "", font_pt=self.font[1] if self.font else 0.0)
 
 
 def _number(r: int, c: int, v) -> SheetCell:

@@ -27,6 +27,18 @@ def _int(v, default: int) -> int:
         return default
 
 
+def _default_font(ws) -> tuple[str, float]:
+    """(name, points) of the workbook's first font: the stream's _SheetView carries it, openpyxl's workbook has it."""
+    font = getattr(ws, "default_font", None)
+    if font is None:
+        try:
+            f = ws.parent._fonts[0]
+            font = (f.name or "", float(f.sz or 0.0))
+        except (AttributeError, IndexError, TypeError, ValueError):
+            font = None
+    return font or ("", 0.0)
+
+
 def page_setup(ws) -> PageSetup | None:
     """The sheet's print settings (pages.py paginates by them); None when openpyxl cannot read them."""
     from openpyxl.utils.cell import column_index_from_string, range_boundaries
@@ -49,7 +61,9 @@ def page_setup(ws) -> PageSetup | None:
             a, _, b = str(ws.print_title_rows).replace("$", "").partition(":")
             repeat = _int(b or a, 0) - _int(a, 1) + 1
         fmt = ws.sheet_format
-        default_width = float(fmt.defaultColWidth or (fmt.baseColWidth or 8))
+        default_width = float(fmt.baseColWidth or 8)  # characters; defaultColWidth (with padding) is the standard
+        standard_width = float(fmt.defaultColWidth or 0.0)
+        font = _default_font(ws)
         widths: list[float] = []
         for key, dim in ws.column_dimensions.items():
             try:
@@ -78,6 +92,7 @@ def page_setup(ws) -> PageSetup | None:
             areas=areas, repeat_rows=max(0, repeat), default_width=default_width,
             default_height=default_height, widths=widths, heights=heights,
             row_breaks=[b.id for b in ws.row_breaks.brk], col_breaks=[b.id for b in ws.col_breaks.brk],
+            standard_width=standard_width, font=font[0], font_pt=font[1],
         )
     except (AttributeError, TypeError, ValueError):
         return None

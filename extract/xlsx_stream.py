@@ -158,8 +158,14 @@ class _Styles:
         self.dates: set[int] = set()
         self.durations: set[int] = set()
         self.wrap: set[int] = set()
+        self.font: tuple[str, float] | None = None  # the first font: the workbook's default (column width unit)
         if root is None:
             return
+        first = root.find(f"{{{NS}}}fonts/{{{NS}}}font")
+        if first is not None:
+            name, size = first.find(f"{{{NS}}}name"), first.find(f"{{{NS}}}sz")
+            self.font = (name.get("val") or "" if name is not None else "", _float(size.get("val"), 0.0)
+                         if size is not None else 0.0)
         for nf in root.iterfind(f"{{{NS}}}numFmts/{{{NS}}}numFmt"):
             try:
                 custom[int(nf.get("numFmtId"))] = nf.get("formatCode") or ""
@@ -193,6 +199,7 @@ class _SheetView:
         from openpyxl.worksheet.dimensions import SheetFormatProperties
 
         self.title = title
+        self.default_font: tuple[str, float] | None = None
         self.page_setup = PrintPageSetup()
         self.sheet_properties = _FitToPage(None)
         self.page_margins = PageMargins()
@@ -298,6 +305,7 @@ def read_stream(path: str) -> list[Block]:
             if part is None or part not in pkg.names:
                 continue
             view = _SheetView(title)
+            view.default_font = styles.font
             cells, merges = _sheet(pkg, part, view, strings, styles, epoch)
             _print_names(view, names.get(pos, {}))
             hf = view.HeaderFooter

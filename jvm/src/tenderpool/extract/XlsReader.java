@@ -267,6 +267,14 @@ final class XlsReader {
         if (rep != null && rep.getFirstRow() >= 0) num(s, "repeat_rows", rep.getLastRow() - rep.getFirstRow() + 1);
         s.append("\"default_width\":").append(sheet.getDefaultColumnWidth()).append(',');
         s.append("\"default_height\":").append(sheet.getDefaultRowHeightInPoints()).append(',');
+        int standard = org.apache.poi.hssf.usermodel.SheetAccess.standardWidth(sheet);
+        if (standard > 0) s.append("\"standard_width\":").append(standard / 256.0).append(',');
+        if (wb.getNumberOfFontsAsInt() > 0) {  // the first FONT record: the workbook's default font
+            org.apache.poi.hssf.usermodel.HSSFFont font = wb.getFontAt(0);
+            s.append("\"font\":");
+            Json.str(s, font.getFontName() == null ? "" : font.getFontName());
+            s.append(",\"font_pt\":").append(font.getFontHeight() / 20.0).append(',');
+        }
         s.append("\"widths\":[");
         for (int c = 0; c <= Math.min(maxCol, 255); c++) {
             if (c > 0) s.append(',');
