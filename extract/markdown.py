@@ -274,13 +274,12 @@ def render_sheet(sheet: Sheet) -> list[str]:
         lines.append("| " + " | ".join(col_letter(c) for c in range(ncols)) + " |")
         lines.append("|" + "---|" * ncols)
         cols = range(ncols)
-        special = _CELL_SPECIAL.search
         blank = itertools.repeat("")
-        for r in sorted(rows):
-            vals = list(map(rows[r].get, cols, blank))
-            if special("".join(vals)):  # a pipe, backslash or line break somewhere: escape cell by cell
-                vals = [escape_cell(v) for v in vals]
-            lines.append("| " + " | ".join(vals) + " |")
+        table = [list(map(rows[r].get, cols, blank)) for r in sorted(rows)]
+        if _CELL_SPECIAL.search("".join(map("".join, table))):  # a pipe, backslash or line break: escape those rows
+            special = _CELL_SPECIAL.search
+            table = [[escape_cell(v) for v in vals] if special("".join(vals)) else vals for vals in table]
+        lines += ["| " + " | ".join(vals) + " |" for vals in table]
     else:
         lines.append("*(empty sheet)*")
     if sheet.header.strip():

@@ -122,7 +122,6 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
     last_c = max([*cs, *(r[3] for r in rects)])
     areas = s.areas or [[0, 0, last_r, last_c]]
     total = 0
-    occupied = None  # (row, column) of every cell, for text running over empty cells: made when first needed
     for r1, c1, r2, c2 in areas:
         whole = r1 <= 0 and c1 <= 0 and r2 >= last_r and c2 >= last_c
         if whole:
@@ -142,16 +141,18 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
         wide_text = CJK_TEXT * TEXT_PT
         long = [c for c in strings if r1 <= c.r <= r2 and c1 <= c.c <= c2
                 and len(c.v) * wide_text > colw[c.c - c1]]  # else it cannot be wider than its cell
-        for c, width in [(c, w) for c, w in zip(long, _widths([c.v for c in long]))
-                         if w is None or w * TEXT_PT - colw[c.c - c1] > 0]:
+        wider = [(c, w) for c, w in zip(long, _widths([c.v for c in long]))
+                 if w is None or w * TEXT_PT - colw[c.c - c1] > 0]
+        if wider:  # (row, column) of the cells in the rows that matter
+            need = {c.r for c, _ in wider}
+            occupied = set(zip([c.r for c in cells if c.r in need], [c.c for c in cells if c.r in need]))
+        for c, width in wider:
             room = colw[c.c - c1]
             if width is None:
                 width = _width(max(c.v.split("\n"), key=len))
             over = width * TEXT_PT - room
             if over <= 0:
                 continue
-            if occupied is None:
-                occupied = set(zip(rs, cs))
             k = c.c + 1
             while over > 0 and (c.r, k) not in occupied and k < c1 + 256:
                 if k - c1 >= ncolw:

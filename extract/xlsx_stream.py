@@ -348,6 +348,7 @@ def _sheet(pkg: Package, part: str, view: _SheetView, strings: list[str], styles
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
+_DEFAULT_HEIGHT = re.compile(rb'<(?:\w+:)?sheetFormatPr\b[^>]*?\bdefaultRowHeight="([^"]*)"')
 _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
 _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
@@ -387,6 +388,10 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
     # only a height or the hidden flag reaches the page setup (xlsx_setup.page_setup); other attributes would
     # give a _Dim it skips, so such rows are not looked at further. Rows mostly share one attribute string
     # (LibreOffice writes ht, hidden and customHeight on every row): one _Dim each, shared by its rows.
+    # A row refitted by the application at the default height is left out here as xlsx_setup.page_setup leaves
+    # it out (LibreOffice stores one on every row).
+    fmt = _DEFAULT_HEIGHT.search(data, 0, start)
+    default_height = _float(fmt.group(1), 15.0) if fmt else 15.0
     dims = {}
     for attrs in {a for _, a in rows}:
         if b"ht=" not in attrs and b"hidden=" not in attrs:
@@ -394,9 +399,11 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         ht = _ROW_HT.search(attrs)
         hidden = _ROW_HIDDEN.search(attrs)
         custom = _ROW_CUSTOM.search(attrs)
-        dims[attrs] = _Dim(hidden=hidden is not None and hidden.group(1) in (b"1", b"true"),
-                           ht=_float(ht.group(1)) if ht else None,
-                           custom=custom is not None and custom.group(1) in (b"1", b"true"))
+        dim = _Dim(hidden=hidden is not None and hidden.group(1) in (b"1", b"true"),
+                   ht=_float(ht.group(1)) if ht else None,
+                   custom=custom is not None and custom.group(1) in (b"1", b"true"))
+        if dim.hidden or dim.customHeight or dim.ht is not None and dim.ht != default_height:
+            dims[attrs] = dim
     if dims:
         view.row_dimensions.update({int(r): dims[a] for r, a in rows if a in dims})
     total = body.count(b"<c")  # every cell (sheetData holds no other element starting so; <c> was refused)
