@@ -101,7 +101,7 @@ class PageSetup(msgspec.Struct, omit_defaults=True):
     # width in characters of columns 0, 1, …; 0 = hidden; past the end, or equal to default_width = the default
     widths: list[float] = []
     # [row, points] for rows with a height set by hand (0 = hidden); [row, points, 0] for a stored height the
-    # application fits to the content again (LibreOffice recomputes those rows from their wrapped text)
+    # application may fit to the content again once the row is edited (LibreOffice prints it as stored)
     heights: list[list[float]] = []
     row_breaks: list[int] = []  # manual page breaks: a new page starts at each of these rows
     col_breaks: list[int] = []

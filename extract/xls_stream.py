@@ -8,11 +8,12 @@ chart or macro sheets, encryption, BIFF5 and older — makes ``read_stream``
 return None, and the caller uses the JVM as before; so do files below ``MIN_STREAM`` bytes, where the
 JVM's answer costs milliseconds anyway.
 
-Owns the POI-compatible reading of (strings in ``xls_strings``, drawings in ``officeart``): SST (strings split across CONTINUE records), XF/FORMAT (number
-formats, wrap), cell records (LABELSST, LABEL, NUMBER, RK, MULRK, FORMULA with its cached result and
-STRING, BOOLERR), MERGEDCELLS, ROW/COLINFO/DEFCOLWIDTH/STANDARDWIDTH/DEFAULTROWHEIGHT, the first FONT, SETUP, margins, WSBOOL's
-fit-to-page, page breaks, HEADER/FOOTER, the built-in names Print_Area and Print_Titles, and pictures
-(the OfficeArt shapes of MSODRAWING with a blip index, typed by the drawing group's blip store). The blocks
+Owns the POI-compatible reading of (strings in ``xls_strings``, drawings in ``officeart``): SST (strings
+split across CONTINUE records), XF/FORMAT (number formats, wrap), cell records (LABELSST, LABEL, NUMBER, RK,
+MULRK, FORMULA with its cached result and STRING, BOOLERR), MERGEDCELLS, ROW/COLINFO/DEFCOLWIDTH/STANDARDWIDTH/
+DEFAULTROWHEIGHT, the first FONT (the default font), SETUP, margins, WSBOOL's fit-to-page, page breaks,
+HEADER/FOOTER, the built-in names Print_Area and Print_Titles, and pictures (the OfficeArt shapes of
+MSODRAWING with a blip index, typed by the drawing group's blip store). The blocks
 are the ones XlsReader.java emits (tests/extract/test_xls_stream.py compares both on the corpus).
 Hazards: the stream is untrusted — every read is bounds-checked by ``struct`` (errors end in None, never a
 crash), record lengths are the stream's own, and nothing is allocated from a count the file states.

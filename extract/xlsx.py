@@ -1,9 +1,9 @@
 """Excel 2007+ (.xlsx/.xlsm) reader: cached values, merges, number formats as displayed, page setup.
 
-Two paths, one output. ``read_xlsx`` streams each worksheet's XML with lxml ``iterparse`` (rows only,
-cleared as they go) and builds the blocks itself: a 12,000-row bill of quantities in ~0.15 s where
-openpyxl's full load takes ~5 s (bench/bench_extract.py has every variant: openpyxl normal and
-read-only, python-calamine). Everything but the cells (page setup, margins, header/footer, print
+Two paths, one output. ``read_xlsx`` reads each worksheet's cells by patterns over its XML (``xlsx_stream``)
+and builds the blocks itself: a 12,000-row bill of quantities in ~0.2 s of CPU where openpyxl's full load
+takes ~5 s (bench/bench_extract.py --large has every variant: openpyxl normal and read-only, lxml and expat
+walks, python-calamine). Everything but the cells (page setup, margins, header/footer, print
 titles and areas) is decoded by openpyxl's own small element classes, and cell semantics follow
 openpyxl's ``data_only`` reader, so both paths give the same blocks (tests/extract/test_xlsx.py
 compares them on the corpus).

@@ -1,12 +1,14 @@
-"""The fast .xlsx path: each worksheet's XML streamed with lxml ``iterparse``, rows cleared as they go.
+"""The fast .xlsx path: a worksheet's cells by regular expressions over its bytes, element parsing for the rest.
 
-Owns the cell semantics of openpyxl's ``data_only`` reader, restated for speed (``_cells``): shared and
-inline strings (phonetic runs dropped, ``x005F_`` removed), booleans, errors, ISO dates, numbers cast to
-int or float, date and duration styles converted with the workbook's epoch, number formats as displayed
-(``numfmt.format_value``), wrap flags from the cell's alignment. The small elements around the cells
-(page setup, margins, sheet format, header/footer, print titles and areas) are decoded by openpyxl's own
-classes and handed to ``xlsx_setup.page_setup`` through ``_SheetView``, so the page estimate sees exactly what
-the openpyxl path gives it.
+Owns the cell semantics of openpyxl's ``data_only`` reader, restated for speed: shared and inline strings
+(phonetic runs dropped, ``x005F_`` removed), booleans, errors, ISO dates, numbers cast to int or float, date
+and duration styles converted with the workbook's epoch, number formats as displayed (``numfmt``), wrap flags
+from the cell's alignment. ``_fast_cells`` reads the common shapes of sheetData (every writer's ``<c r s t>``)
+with one pattern and builds the cells a kind at a time (``_cells_of``); any other shape goes to the element
+path (``_sheet_elements``, expat; a part over WHOLE_PART bytes streamed with its rows cleared). The small
+elements around the cells (page setup, margins, sheet format, header/footer, print titles and areas) are
+decoded by openpyxl's own classes and handed to ``xlsx_setup.page_setup`` through ``_SheetView``, so the page
+estimate sees exactly what the openpyxl path gives it.
 
 ``NeedsOpenpyxl`` is raised for a workbook this path does not model (a formula cell without a cached
 value); the caller then takes the openpyxl path. Hazards: the zip is untrusted — ``ooxml.Package`` caps
