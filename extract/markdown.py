@@ -256,7 +256,7 @@ def _sheet_rows(sheet: Sheet) -> tuple[dict[int, dict[int, str]], int]:
             d = rows.setdefault(r, {})
             for c in range(m.c1, m.c2 + 1):
                 d.setdefault(c, v if c == m.c1 else COVERED)
-    ncols = max((max(d) for d in rows.values()), default=-1) + 1
+    ncols = max(map(max, rows.values()), default=-1) + 1
     return rows, ncols
 
 

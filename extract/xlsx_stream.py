@@ -20,7 +20,6 @@ strings) go through ElementTree's expat, which never loads a DTD or an external 
 from __future__ import annotations
 
 import itertools
-import operator
 import posixpath
 import re
 
@@ -456,14 +455,13 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
     if "" in strings:
         cells = [c for c in cells if c.v]
     append = cells.append
-    nums = [(c, r, s, v) for c, r, s, _, v in common if v]
-    styles_used = {x[2] for x in nums}
+    styles_used = {s for _, _, s, _, v in common if v}
     for style in styles_used:
         sid = ids[style]
-        group = nums if len(styles_used) == 1 else [x for x in nums if x[2] == style]
+        group = [(c, r, v) for c, r, s, _, v in common if v and s == style]
         if sid in dates:  # dates and durations: one by one
             code = codes[sid] if sid < nstyles else "General"
-            for c, r, _, v in group:
+            for c, r, v in group:
                 num = float(v) if (b"." in v or b"E" in v or b"e" in v) else int(v)
                 try:
                     value = from_excel(num, epoch, timedelta=sid in durations)
@@ -475,7 +473,7 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
                 else:
                     append(SheetCell(rowmap[r], colmap[c], format_value(value, code, is_date=True), "date"))
             continue
-        vals = [v for _, _, _, v in group]
+        vals = [v for _, _, v in group]
         show = formatter(codes[sid]) if sid < nstyles else general
         exact = False
         try:
@@ -492,8 +490,7 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
             else:
                 values = [float(v) if (b"." in v or b"E" in v or b"e" in v) else int(v) for v in vals]
         texts = format_all(show, values, all_int or exact)
-        cells += map(SheetCell, [rowmap[r] for _, r, _, _ in group], [colmap[c] for c, _, _, _ in group], texts,
-                     itertools.repeat("number"))
+        cells += [SheetCell(rowmap[r], colmap[c], t, "number") for (c, r, _), t in zip(group, texts)]
     for c, r, s, t, v_b in rest:
         r0, c0, sid = rowmap[r], colmap[c], ids[s]
         v = v_b.decode()
