@@ -1,12 +1,30 @@
 """Job history: finished jobs, filtered and paginated, newest first — ``Client.history``, behind
-``tender-pool history`` and any admin page.
+``tender-pool history`` and any admin page — and the indexes that keep a page's cost flat as the
+retained history grows.
 
-It reads only Redis: the ``finished`` zset (job id → finish ms, written by every terminal path in
-lib.lua's ``on_terminal``) and the job hashes, which expire after ``pool.result_retention`` while the
-housekeeper trims the zset to the same horizon. So history survives daemon restarts and costs no
-process memory. The end-time filters are zset score ranges (cheap); the others are applied to the
-hashes, fetched ``BATCH`` at a time in pipelines. ``total`` counts every match, so a page of a
-very wide query walks the whole retention window: narrow with ended_after/ended_before.
+It reads only Redis, so history survives daemon restarts and costs no process memory. Every
+terminal path goes through lib.lua's ``on_terminal``, which in the same atomic step writes the job id
+with its finish ms to ``finished`` and to three indexes (``HistoryKeys``): ``finished:state:<state>``,
+``finished:user:<user>``, ``finished:kind:<kind>``. The job hashes expire after
+``pool.result_retention``; the housekeeper's sweep (``trim``) drops the same horizon from ``finished``
+and from every index, visiting only the indexes that hold something that old (``finished:trim``), and
+indexes what a version without indexes left in ``finished`` (``catch_up``).
+
+How a page is answered (``query``):
+
+- status (one or more states), user or kind alone, with or without end-time bounds (or no filter at
+  all: ``finished``): a range read of that index (of the states' indexes, merged), ``total`` by
+  ZCOUNT — a few round trips, whatever the history's size;
+- two or more of them: their intersection, computed by Redis (ZINTER, read-only: the smallest
+  index's size × the filters), then the bounds and the page;
+- ``file`` or ``started_*``, which only the job hash tells: a walk of the hashes of the smallest
+  candidate set above, ``BATCH`` at a time in pipelines; ``total`` counts every match, so it costs
+  the candidates.
+
+An index page's hashes are read and checked against the filter; if one disagrees (a job a run retry
+reopened and has not ended again: run_retry.lua leaves it in the indexes until it does) the page is
+answered by the walk, which is exact. ``total`` leaves out the entries whose hash has expired while
+the sweep has not trimmed them yet (the oldest: hashes expire in finish order), as the walk does.
 
 Bounds: ``*_after`` is inclusive, ``*_before`` exclusive; times are integer ms since the epoch (Redis
 TIME, like everything stored).
@@ -15,23 +33,56 @@ TIME, like everything stored).
 from __future__ import annotations
 
 import datetime as _dt
+import heapq
+import itertools
+from typing import Callable, Iterator
 
 import msgspec
 import redis
 
 from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import JobRecord, JobView
+from tender_pool.supervisor.types import TERMINAL_STATES, JobRecord, JobView
 
 from .errors import Undecodable
 from .records import decode_job
 
 BATCH = 500
 MAX_PAGE_SIZE = 1000
+TRIM_BATCH = 5000  # indexes visited per trim step (the rest: the next sweep)
+TRIM_STEP = 20000  # a trim step removes the TRIM_STEP + 1 oldest entries (and any tied with the last)
+TRIM_STEPS = 10  # steps a sweep
+CATCH_UP_BATCH = 10000  # finished ids indexed per sweep while an older history is being indexed
+DONE = b"done"
+TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
+
+
+class HistoryKeys:
+    """The history indexes' names, built on ``finished``'s as lib.lua's ``on_terminal`` builds them
+    (same hash tag). ``member`` names an index inside ``finished:trim``: ``state:<s>``,
+    ``user:<u>``, ``kind:<k>``."""
+
+    def __init__(self, keys: Keys):
+        self.finished = keys.finished
+        self.trim = f"{keys.finished}:trim"  # zset: index member → a score at or below its oldest entry
+        self.catch_up = f"{keys.finished}:catch_up"  # string: finish ms indexed up to, or "done"
+
+    def of(self, member: str | bytes) -> str:
+        return f"{self.finished}:{member.decode() if isinstance(member, bytes) else member}"
+
+    def state(self, state: str) -> str:
+        return self.of(f"state:{state}")
+
+    def user(self, user: str) -> str:
+        return self.of(f"user:{user}")
+
+    def kind(self, kind: str) -> str:
+        return self.of(f"kind:{kind}")
 
 
 class HistoryFilter(msgspec.Struct, forbid_unknown_fields=True):
     status: list[str] = []  # job states (completed, failed, cancelled, skipped, dead); empty = any
     user: str | None = None
+    kind: str | None = None
     file: str | None = None  # case-insensitive substring of payload.file
     job_id: str | None = None
     started_after: int | None = None
@@ -44,6 +95,8 @@ class HistoryFilter(msgspec.Struct, forbid_unknown_fields=True):
             return False
         if self.user is not None and rec.user != self.user:
             return False
+        if self.kind is not None and rec.kind != self.kind:
+            return False
         if self.file is not None:
             f = rec.payload.get("file") if isinstance(rec.payload, dict) else None
             if not isinstance(f, str) or self.file.lower() not in f.lower():
@@ -54,6 +107,22 @@ class HistoryFilter(msgspec.Struct, forbid_unknown_fields=True):
             return False
         return True
 
+    def indexes(self, hk: HistoryKeys) -> list[list[str]]:
+        """Each filter an index answers, as the index keys whose union it is."""
+        out = []
+        if self.status:
+            out.append([hk.state(s) for s in dict.fromkeys(self.status)])
+        if self.user is not None:
+            out.append([hk.user(self.user)])
+        if self.kind is not None:
+            out.append([hk.kind(self.kind)])
+        return out
+
+    @property
+    def hash_only(self) -> bool:
+        """A filter no index answers: only the job hash tells."""
+        return self.file is not None or self.started_after is not None or self.started_before is not None
+
 
 class HistoryPage(msgspec.Struct):
     page: int
@@ -62,51 +131,342 @@ class HistoryPage(msgspec.Struct):
     items: list[JobView]
 
 
+class _Window(msgspec.Struct, frozen=True):
+    lo: str  # ZRANGEBYSCORE bounds: ended_after inclusive, ended_before exclusive
+    hi: str
+    after: int | None
+    before: int | None
+
+    def holds(self, score: float) -> bool:
+        return (self.after is None or score >= self.after) and (self.before is None or score < self.before)
+
+
+Row = tuple[bytes, float]  # (job id, finish ms)
+
+
 def query(r: redis.Redis, keys: Keys, flt: HistoryFilter, page: int = 1, page_size: int = 20) -> HistoryPage:
     """One page (1-based) of finished jobs matching ``flt``, newest finish first."""
     page = max(1, page)
     page_size = max(1, min(page_size, MAX_PAGE_SIZE))
-    lo_idx, hi_idx = (page - 1) * page_size, page * page_size
-    hi = f"({flt.ended_before}" if flt.ended_before is not None else "+inf"
-    lo = str(flt.ended_after) if flt.ended_after is not None else "-inf"
+    lo_idx = (page - 1) * page_size
+    w = _Window(str(flt.ended_after) if flt.ended_after is not None else "-inf",
+                f"({flt.ended_before}" if flt.ended_before is not None else "+inf", flt.ended_after, flt.ended_before)
+    if flt.job_id is not None:
+        items, total = [], 0
+        score = r.zscore(keys.finished, flt.job_id)
+        if score is not None and w.holds(score):
+            items, total = _walk(r, keys, flt, iter([[flt.job_id.encode()]]), lo_idx, page_size)
+        return HistoryPage(page, page_size, total, items)
+    dims = flt.indexes(HistoryKeys(keys))
+    if len(dims) >= 2:
+        if not flt.hash_only and w.after is None and w.before is None:
+            got = _intersection_page(r, keys, flt, dims, lo_idx, page_size)
+            if got is not None:
+                return HistoryPage(page, page_size, got[1], got[0])
+        # two or more indexed filters: their intersection, computed by Redis (ZINTER: the smallest
+        # index's size × the number of filters), then the window, then the page (or the walk)
+        rows = _intersection(r, dims, w)
+        if not flt.hash_only:
+            got = _page_of_rows(r, keys, flt, rows, lo_idx, page_size)
+            if got is not None:
+                return HistoryPage(page, page_size, got[1], got[0])
+        items, total = _walk(r, keys, flt, _batches(iter(rows)), lo_idx, page_size)
+        return HistoryPage(page, page_size, total, items)
+    source = dims[0] if dims else [keys.finished]
+    if not flt.hash_only:
+        got = _from_index(r, keys, flt, source, w, lo_idx, page_size)
+        if got is not None:
+            return HistoryPage(page, page_size, got[1], got[0])
+    items, total = _walk(r, keys, flt, _batches(_rows_desc(r, source, w)), lo_idx, page_size)
+    return HistoryPage(page, page_size, total, items)
+
+
+def _walk(r: redis.Redis, keys: Keys, flt: HistoryFilter, batches: Iterator[list[bytes]], lo_idx: int,
+          page_size: int) -> tuple[list[JobView], int]:
+    """Every candidate's hash, checked (the exact answer): a hash gone (expired, the sweep not there
+    yet), undecodable or not finished is no match."""
     items: list[JobView] = []
     total = 0
-
-    def consider(ids: list[bytes]) -> None:
-        nonlocal total
+    for ids in batches:
         p = r.pipeline(transaction=False)
         for jid in ids:
             p.hgetall(keys.job(jid.decode("utf-8", "replace")))
         for h in p.execute():
-            if not h:
-                continue  # expired hash, zset not trimmed yet
-            try:
-                rec = decode_job(h)
-            except Undecodable:
+            rec = _finished_record(h, flt)
+            if rec is None:
                 continue
-            if not rec.state.terminal or not flt.matches(rec):
-                continue
-            if lo_idx <= total < hi_idx:
+            if lo_idx <= total < lo_idx + page_size:
                 items.append(JobView.of(rec))
             total += 1
+    return items, total
 
-    if flt.job_id is not None:
-        score = r.zscore(keys.finished, flt.job_id)
-        if score is not None and (flt.ended_after is None or score >= flt.ended_after) and (
-            flt.ended_before is None or score < flt.ended_before
-        ):
-            consider([flt.job_id.encode()])
-        return HistoryPage(page, page_size, total, items)
-    offset = 0
-    while True:
-        ids = r.zrevrangebyscore(keys.finished, hi, lo, start=offset, num=BATCH)
-        if not ids:
+
+def _finished_record(h: dict[bytes, bytes], flt: HistoryFilter) -> JobRecord | None:
+    if not h:
+        return None
+    try:
+        rec = decode_job(h)
+    except Undecodable:
+        return None
+    return rec if rec.state.terminal and flt.matches(rec) else None
+
+
+def _newest_first(row: Row) -> tuple[float, bytes]:
+    """ZREVRANGEBYSCORE's order, for merging: score descending, then member descending."""
+    return row[1], row[0]
+
+
+def _rows_desc(r: redis.Redis, source: list[str], w: _Window) -> Iterator[Row]:
+    """The union of ``source`` in the window, newest first, read ``BATCH`` at a time."""
+
+    def one(key: str) -> Iterator[Row]:
+        offset = 0
+        while True:
+            rows = r.zrevrangebyscore(key, w.hi, w.lo, start=offset, num=BATCH, withscores=True)
+            yield from rows
+            offset += len(rows)
+            if len(rows) < BATCH:
+                return
+
+    if len(source) == 1:
+        return one(source[0])
+    return heapq.merge(*(one(k) for k in source), key=_newest_first, reverse=True)
+
+
+def _batches(rows: Iterator[Row]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for member, _ in rows:
+        batch.append(member)
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _intersection(r: redis.Redis, dims: list[list[str]], w: _Window) -> list[Row]:
+    """The ids in every filter's index (a filter of several keys: in one of them), in the window,
+    newest first. An id has the same score in each index (one on_terminal wrote them)."""
+    union, rest = dims[0], [d[0] for d in dims[1:]]  # only status is a union (indexes() puts it first)
+    p = r.pipeline(transaction=False)
+    for key in union:
+        p.zinter([key, *rest], aggregate="MAX", withscores=True)
+    rows = [row for part in p.execute() for row in part if w.holds(row[1])]
+    rows.sort(key=_newest_first, reverse=True)
+    return rows
+
+
+def _intersection_page(r: redis.Redis, keys: Keys, flt: HistoryFilter, dims: list[list[str]], lo_idx: int,
+                       page_size: int) -> tuple[list[JobView], int] | None:
+    """Two or more indexed filters, no time bounds: ``total`` by ZINTERCARD (counted in Redis, nothing
+    sent back), the page by walking the smallest filter's index newest first, each batch checked
+    against the other filters' indexes (ZMSCORE), until the page is full. None when the smallest
+    index's oldest hash has expired (the caller's ZINTER path leaves those out exactly)."""
+    p = r.pipeline(transaction=False)
+    for union in dims:
+        for key in union:
+            p.zcard(key)
+    cards = iter(p.execute())
+    sizes = [sum(next(cards) for _ in union) for union in dims]
+    walk = sizes.index(min(sizes))
+    others = dims[:walk] + dims[walk + 1:]
+    for key in dims[walk]:
+        if _expired(r, keys, lambda rank, key=key: (r.zrange(key, rank, rank) or [None])[0], 1):
+            return None
+    status, rest = dims[0], [d[0] for d in dims[1:]]  # only status is a union (indexes() puts it first)
+    p = r.pipeline(transaction=False)
+    for key in status:
+        p.zintercard(1 + len(rest), [key, *rest])
+    total = sum(p.execute())
+    want = lo_idx + page_size
+    found: list[Row] = []
+    every = _rows_desc(r, dims[walk], _Window("-inf", "+inf", None, None))
+    while len(found) < want:
+        batch = list(itertools.islice(every, BATCH))
+        if not batch:
             break
-        consider(ids)
-        offset += len(ids)
-        if len(ids) < BATCH:
+        members = [m for m, _ in batch]
+        p = r.pipeline(transaction=False)
+        for union in others:
+            for key in union:
+                p.zmscore(key, members)
+        scores = iter(p.execute())
+        keep = [True] * len(batch)
+        for union in others:
+            hit = [False] * len(batch)
+            for _ in union:
+                hit = [h or sc is not None for h, sc in zip(hit, next(scores))]
+            keep = [k and h for k, h in zip(keep, hit)]
+        found += [row for row, k in zip(batch, keep) if k]
+    return _checked_page(r, keys, flt, found[lo_idx:want], total)
+
+
+def _page_of_rows(r: redis.Redis, keys: Keys, flt: HistoryFilter, rows: list[Row], lo_idx: int,
+                  page_size: int) -> tuple[list[JobView], int] | None:
+    """A page of ``rows`` (newest first, already filtered by the indexes): their expired tail left
+    out of the total; None when a page entry's hash disagrees (the caller walks)."""
+    n = len(rows)
+    valid = n - _expired(r, keys, lambda rank: rows[n - 1 - rank][0] if rank < n else None, n)
+    return _checked_page(r, keys, flt, rows[lo_idx:min(valid, lo_idx + page_size)], valid)
+
+
+def _checked_page(r: redis.Redis, keys: Keys, flt: HistoryFilter, rows: list[Row],
+                  total: int) -> tuple[list[JobView], int] | None:
+    p = r.pipeline(transaction=False)
+    for member, _ in rows:
+        p.hgetall(keys.job(member.decode("utf-8", "replace")))
+    items = []
+    for h in p.execute() if rows else []:
+        rec = _finished_record(h, flt)
+        if rec is None:
+            return None
+        items.append(JobView.of(rec))
+    return items, total
+
+
+def _from_index(r: redis.Redis, keys: Keys, flt: HistoryFilter, union: list[str], w: _Window, lo_idx: int,
+                page_size: int) -> tuple[list[JobView], int] | None:
+    """A page read off one filter's index (the union of its keys), or None when a page entry's hash
+    disagrees with it (the caller walks instead). Two round trips when nothing has expired."""
+    want = lo_idx + page_size
+    single = len(union) == 1
+    p = r.pipeline(transaction=False)
+    for key in union:
+        p.zcount(key, w.lo, w.hi)
+        p.zrevrangebyscore(key, w.hi, w.lo, start=lo_idx if single else 0, num=page_size if single else want,
+                           withscores=True)
+    res = p.execute()
+    counts, tops = res[0::2], res[1::2]
+    valid = []
+    for key, n in zip(union, counts):
+
+        def oldest(rank: int, key: str = key) -> bytes | None:
+            m = r.zrangebyscore(key, w.lo, w.hi, start=rank, num=1)
+            return m[0] if m else None
+
+        valid.append(n - _expired(r, keys, oldest, n))
+    if single:
+        rows = tops[0][: max(0, min(page_size, valid[0] - lo_idx))]
+    else:
+        # each key's own valid (unexpired) entries only, then newest first over the union
+        merged = heapq.merge(*(t[:v] for t, v in zip(tops, valid)), key=_newest_first, reverse=True)
+        rows = list(merged)[lo_idx:want]
+    return _checked_page(r, keys, flt, rows, sum(valid))
+
+
+def _expired(r: redis.Redis, keys: Keys, oldest: Callable[[int], bytes | None], n: int) -> int:
+    """How many of ``n`` entries, oldest first (``oldest(rank)`` is the id at that rank), have no job
+    hash left: expired, not trimmed yet. Hashes expire in finish order, so those are a prefix: one
+    EXISTS when there are none (the usual case), else found by doubling then bisecting (a few round
+    trips, whatever the sweep's lag)."""
+
+    def gone(rank: int) -> bool:
+        m = oldest(rank)
+        return m is None or not r.exists(keys.job(m.decode("utf-8", "replace")))
+
+    if n == 0 or not gone(0):
+        return 0
+    lo, hi = 0, 1  # gone(lo) holds; look for the first rank that is not gone
+    while hi < n and gone(hi):
+        lo, hi = hi, min(n, hi * 2)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if gone(mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def trim(r: redis.Redis, keys: Keys, cutoff_ms: int, steps: int = TRIM_STEPS) -> int:
+    """Drop every entry finished at or before ``cutoff_ms`` from ``finished`` and from the indexes
+    (the housekeeper's sweep; the job hashes expire by themselves). Costs O(log n + removed) per
+    index that holds something that old: ``finished:trim`` says which, so an idle user's index is
+    not visited until its entries age out. A backlog (the daemon was down for long, or the
+    retention was shortened) goes ``TRIM_STEP`` entries a step, at most ``steps`` steps a call, so
+    no single command holds Redis for long. Returns the entries removed from ``finished``."""
+    hk = HistoryKeys(keys)
+    removed = 0
+    for _ in range(steps):
+        nth = r.zrangebyscore(keys.finished, "-inf", cutoff_ms, start=TRIM_STEP, num=1, withscores=True)
+        upto = int(nth[0][1]) if nth else cutoff_ms
+        removed += int(r.zremrangebyscore(keys.finished, "-inf", upto))
+        _trim_indexes(r, hk, upto)
+        if upto >= cutoff_ms:
             break
-    return HistoryPage(page, page_size, total, items)
+    return removed
+
+
+def _trim_indexes(r: redis.Redis, hk: HistoryKeys, upto: int) -> None:
+    due = r.zrangebyscore(hk.trim, "-inf", upto, start=0, num=TRIM_BATCH)
+    if not due:
+        return
+    p = r.pipeline(transaction=False)
+    for m in due:
+        p.zremrangebyscore(hk.of(m), "-inf", upto)
+        p.zrange(hk.of(m), 0, 0, withscores=True)
+    res = p.execute()
+    p = r.pipeline(transaction=False)
+    empty = []
+    for m, first in zip(due, res[1::2]):
+        if first:
+            # the new oldest: never above a concurrent on_terminal's entry (scores only grow)
+            p.zadd(hk.trim, {m: first[0][1]}, xx=True)
+        else:
+            empty.append(m)
+    p.execute()
+    if empty:
+        _forget(r, hk, empty)
+
+
+def _forget(r: redis.Redis, hk: HistoryKeys, members: list[bytes]) -> None:
+    """Drop emptied indexes from ``finished:trim``, unless one gets an entry meanwhile (WATCH: then
+    the next sweep sees it again, and finds its oldest)."""
+    names = [hk.of(m) for m in members]
+    with r.pipeline() as p:
+        try:
+            p.watch(*names)
+            if p.exists(*names):
+                return
+            p.multi()
+            p.zrem(hk.trim, *members)
+            p.execute()
+        except redis.WatchError:
+            pass
+
+
+def catch_up(r: redis.Redis, keys: Keys, batch: int = CATCH_UP_BATCH) -> bool:
+    """Index, oldest first, the ``finished`` entries written before the indexes existed (a pool
+    upgraded in place), ``batch`` per call from the housekeeper's sweep, then remember it is done
+    (one GET a sweep from then on). Re-indexing an entry on_terminal already indexed changes
+    nothing. Returns True once done."""
+    hk = HistoryKeys(keys)
+    mark = r.get(hk.catch_up)
+    if mark == DONE:
+        return True
+    since = mark.decode() if mark else "-inf"
+    rows = r.zrangebyscore(keys.finished, since, "+inf", start=0, num=batch, withscores=True)
+    p = r.pipeline(transaction=False)
+    for jid, _ in rows:
+        p.hmget(keys.job(jid.decode("utf-8", "replace")), "state", "user", "kind")
+    fields = p.execute() if rows else []
+    p = r.pipeline(transaction=False)
+    for (jid, score), (state, user, kind) in zip(rows, fields):
+        if not (state and user and kind) or state.decode() not in TERMINAL:
+            continue  # expired, reopened by a run retry, or a record history cannot decode
+        members = [f"state:{state.decode()}", f"user:{user.decode()}", f"kind:{kind.decode()}"]
+        for m in members:
+            p.zadd(hk.of(m), {jid: score})
+        p.zadd(hk.trim, dict.fromkeys(members, score), lt=True)
+    if len(rows) < batch:
+        p.set(hk.catch_up, DONE)
+    else:
+        # from the last score again (inclusive: ties at a batch's end are not skipped); a batch of
+        # one single ms moves on past it
+        last, first = rows[-1][1], rows[0][1]
+        p.set(hk.catch_up, repr(int(last) if last != first else int(last) + 1))
+    p.execute()
+    return len(rows) < batch
 
 
 def parse_time(text: str) -> int:

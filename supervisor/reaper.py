@@ -39,6 +39,8 @@ from typing import Callable
 
 import redis
 
+from tender_pool.client import history
+
 from .config import Config
 from .types import TERMINAL_STATES
 from .keys import Keys, Owner
@@ -249,14 +251,17 @@ class Housekeeper(threading.Thread):
         return self._quiet
 
     def sweep(self) -> None:
-        """Promote waiters whose user nobody holds (a release lost with a crash); trim history."""
+        """Promote waiters whose user nobody holds (a release lost with a crash); trim history
+        (``finished`` and its indexes, ``history.trim``) and index what an older version finished
+        (``history.catch_up``, a batch a sweep until done)."""
         r = self.q.r
         for user in r.smembers(self.k.waitusers):
             promoted = self.q.unstick(user.decode(), self.cfg.lock_ttl_ms)
             if promoted:
                 self.log.warning("lost_promotion_fixed", user=user.decode(), job_id=promoted)
         cutoff_ms = int((time.time() - self.cfg.pool.result_retention) * 1000)
-        r.zremrangebyscore(self.k.finished, "-inf", cutoff_ms)
+        history.trim(r, self.k, cutoff_ms)
+        history.catch_up(r, self.k)
         self.prune_results(cutoff_ms / 1000)
 
     def prune_results(self, cutoff_s: float) -> None:

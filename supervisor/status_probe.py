@@ -23,6 +23,7 @@ from tender_pool.slots import scripts
 from tender_pool.slots.connection import connect
 
 from tender_pool.client.follow import trimmed_past
+from tender_pool.client.history import HistoryKeys
 from tender_pool.client.models import Counts
 
 from .config import Config
@@ -39,7 +40,7 @@ class QueueStats(msgspec.Struct):
     pool's ``queue_depth``); the fields are the precise parts of it."""
 
     ready_hi: int = 0
-    ready_lo: int = 0
+    ready_lo: int = 0  # bulk: ready:lo's entries (its wake tokens not counted) and the users' backlogs
     processing: int = 0  # claimed by a slot (in a processing list), all hosts
     delayed: int = 0  # waiting out a retry backoff
     deferred_user: int = 0  # parked behind the user's lock
@@ -212,24 +213,25 @@ def _run_event(raw: bytes) -> tuple[str, str, str, int] | None:
 
 
 class QueueProbe:
-    """Queue figures from Redis.
-
-    ``failed`` counts jobs in state failed among ``finished`` (history within retention). It is kept
-    incrementally: each read looks only at ids finished since the last read, so its cost follows the
-    job rate, not the history size; a first read after start catches up ``CATCH_UP`` ids at a time.
+    """Queue figures from Redis, in two pipelines whose cost does not grow with the queue or the
+    history: list lengths, ZCARD, ZCOUNT of the failed index (``finished:state:failed`` over the
+    retention window: lib.lua's ``on_terminal`` keeps it, the housekeeper's ``history.trim`` trims it),
+    wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
+    with parked jobs and per user with queued bulk jobs (their backlogs: ``inready`` names them).
     """
 
-    CATCH_UP = 5000
+    # Wake tokens are pushed at ready:lo's pop end and taken by the next claim: one is found this
+    # far from it or not at all (a token deeper than this, behind as many newer pushes to the pop
+    # end while no slot claimed, would be counted as a queued job until a slot takes it).
+    WAKE_SCAN = 10_000
 
     def __init__(self, client: redis.Redis, keys: Keys, retention_s: float):
         self.r = client
         self.k = keys
+        self.hk = HistoryKeys(keys)
         self.retention_s = retention_s
         self.lock = threading.Lock()
         self._depwaits = scripts.register(client, "depwaits_count")["depwaits_count"]
-        self._failed: dict[str, float] = {}  # failed job id → finish ms
-        self._seen_ms = float("-inf")
-        self._seen_at_max: set[str] = set()
         self._failure: tuple[float, redis.RedisError] | None = None
         self._warnings: tuple[float, list[str]] | None = None
         self.run_tracker = RunTracker(client, keys)
@@ -255,57 +257,40 @@ class QueueProbe:
 
     def _read(self) -> QueueStats:
         k = self.k
+        cutoff_ms = int((time.time() - self.retention_s) * 1000)
         p = self.r.pipeline(transaction=False)
         p.llen(k.ready_hi)
         p.llen(k.ready_lo)
-        p.lpos(k.ready_lo, Keys.WAKE, count=0)
+        p.lpos(k.ready_lo, Keys.WAKE, rank=-1, count=0, maxlen=self.WAKE_SCAN)
         p.llen(k.dead)
         p.zcard(k.delayed)
         p.hkeys(k.proclists)
         p.smembers(k.waitusers)
         p.smembers(k.depwaits)
-        hi, lo, wakes, dead, delayed, procs, users, deps = p.execute()
+        p.hkeys(k.inready)
+        p.zcount(self.hk.state("failed"), cutoff_ms, "+inf")
+        hi, lo, wakes, dead, delayed, procs, users, deps, fair_users, failed = p.execute()
         p = self.r.pipeline(transaction=False)
         for proc in procs:
             p.llen(proc)
         for u in users:
             p.llen(k.wait(u.decode("utf-8", "replace")))
-        counts = p.execute() if (procs or users) else []
+        for u in fair_users:
+            p.llen(k.backlog(u.decode("utf-8", "replace")))
+        counts = p.execute() if (procs or users or fair_users) else []
+        n_procs, n_waits = len(procs), len(procs) + len(users)
         dep_ids = [d.decode("utf-8", "replace") for d in deps]
         by_dep = int(self._depwaits(keys=[k.depwaits, *(k.deps(d) for d in dep_ids)], args=dep_ids)) if dep_ids else 0
         return QueueStats(
             ready_hi=hi,
-            ready_lo=max(0, lo - len(wakes or [])),
-            processing=sum(counts[: len(procs)]),
+            ready_lo=max(0, lo - len(wakes or [])) + sum(counts[n_waits:]),
+            processing=sum(counts[:n_procs]),
             delayed=delayed,
-            deferred_user=sum(counts[len(procs) :]),
+            deferred_user=sum(counts[n_procs:n_waits]),
             deferred_dependency=by_dep,
             dead_letter=dead,
-            failed=self._count_failed(),
+            failed=failed,
         )
-
-    def _count_failed(self) -> int:
-        k = self.k
-        lo = "-inf" if self._seen_ms == float("-inf") else self._seen_ms
-        rows = self.r.zrangebyscore(k.finished, lo, "+inf", start=0, num=self.CATCH_UP, withscores=True)
-        fresh = [(m.decode("utf-8", "replace"), s) for m, s in rows if m.decode("utf-8", "replace") not in self._seen_at_max]
-        if fresh:
-            p = self.r.pipeline(transaction=False)
-            for jid, _ in fresh:
-                p.hget(k.job(jid), "state")
-            for (jid, score), state in zip(fresh, p.execute()):
-                if state == b"failed":
-                    self._failed[jid] = score
-                else:
-                    self._failed.pop(jid, None)  # the same id finished again, differently
-                if score > self._seen_ms:
-                    self._seen_ms, self._seen_at_max = score, set()
-                if score == self._seen_ms:
-                    self._seen_at_max.add(jid)
-        cutoff = (time.time() - self.retention_s) * 1000
-        for jid in [j for j, s in self._failed.items() if s < cutoff]:
-            del self._failed[jid]
-        return len(self._failed)
 
     def warnings(self) -> list[str]:
         """``redis_warnings`` at most every WARNINGS_EVERY_S (a server's settings rarely change);

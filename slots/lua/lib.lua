@@ -227,7 +227,14 @@ local function release_held(conc, token, lock_key, wait_key, waitusers_key, read
 end
 
 -- Every terminal path (success, failure, cancel, dead-letter, crash cap) goes through here, so no
--- path can forget the dependents (rq#2006) or the history index.
+-- path can forget the dependents (rq#2006) or the history indexes. Beside `finished` (id -> finish
+-- ms), the same id and score go to `finished:state:<state>`, `finished:user:<user>` and
+-- `finished:kind:<kind>` (names built on `finished`'s, so the same hash tag; client/history.py spells
+-- them and reads them), so a filtered history page or the failed count is a range read, not a walk
+-- of the job hashes. `finished:trim` keeps per index ('state:<s>', 'user:<u>', 'kind:<k>') a score
+-- at or below its oldest entry (ZADD LT), so the housekeeper's trim (history.trim) visits only the
+-- indexes holding something past the retention. A hash without user or kind (a dead-lettered bad
+-- record) is in `finished` only: history cannot decode it anyway.
 local function on_terminal(job_key, deps_key, ready_lo, finished_key, id, now, retention_s)
   local deps = redis.call('LRANGE', deps_key, 0, -1)
   if #deps > 0 then
@@ -236,6 +243,21 @@ local function on_terminal(job_key, deps_key, ready_lo, finished_key, id, now, r
   end
   redis.call('ZADD', finished_key, now, id)
   redis.call('EXPIRE', job_key, retention_s)
+  local j = redis.call('HMGET', job_key, 'state', 'user', 'kind', 'run')
+  local state, user, kind = j[1], j[2], j[3]
+  if not (state and user and kind) then return end
+  if j[4] and j[4] ~= '' then
+    -- a run job may finish again after a run retry (run_retry.lua) reopened its failed, dead or
+    -- cancelled end: it leaves that state's index
+    for _, s in ipairs({'failed', 'dead', 'cancelled'}) do
+      if s ~= state then redis.call('ZREM', finished_key .. ':state:' .. s, id) end
+    end
+  end
+  local s, u, k = 'state:' .. state, 'user:' .. user, 'kind:' .. kind
+  redis.call('ZADD', finished_key .. ':' .. s, now, id)
+  redis.call('ZADD', finished_key .. ':' .. u, now, id)
+  redis.call('ZADD', finished_key .. ':' .. k, now, id)
+  redis.call('ZADD', finished_key .. ':trim', 'LT', now, s, now, u, now, k)
 end
 
 -- --- the slot's hot path: start, settle, take (start.lua, settle.lua, take.lua, settle_take.lua) --
