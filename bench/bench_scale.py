@@ -430,8 +430,13 @@ def main() -> None:
         recount = sum(1 for j in range(finished) if failed(j)) + 1  # + the failed template
         cutoff = seeded_at - finished // 2  # the older half is past the retention
         c0, t0 = cpu_s(srv.r), time.perf_counter()
-        removed = history.trim(srv.r, k, cutoff)
+        removed = history.trim(srv.r, k, cutoff)  # one sweep: bounded steps
         trim_s, trim_cpu = time.perf_counter() - t0, cpu_s(srv.r) - c0
+        sweeps, t0 = 1, time.perf_counter()
+        while srv.r.zcount(k.finished, "-inf", cutoff):
+            removed += history.trim(srv.r, k, cutoff)
+            sweeps += 1
+        rest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         history.trim(srv.r, k, cutoff + 5000)  # a sweep 5 s later: 5000 more past the retention (1000 jobs/s)
         trim_next_ms = (time.perf_counter() - t0) * 1000
@@ -463,9 +468,9 @@ def main() -> None:
     print(f"  status probe (the daemon's status, Redis side): {status_ms:.2f} ms, failed = {st.failed} "
           f"(recount {recount})" + (f"   old: {status_old_ms:.0f} ms" if old else ""))
     print(f"  Client.status() without a daemon (its Redis view: probe + SCANs for host tables): {client_ms:.0f} ms")
-    print(f"  trim, half the history past the retention at once (one sweep: at most {history.TRIM_STEPS} steps of "
-          f"{history.TRIM_STEP}): {removed} removed in {trim_s * 1000:.0f} ms ({trim_cpu * 1000:.0f} ms Redis CPU); "
-          f"the next sweep's (5000 more past it): {trim_next_ms:.1f} ms")
+    print(f"  trim, half the history past the retention at once: {removed} removed in {sweeps} sweeps (each at most "
+          f"{history.TRIM_STEPS} steps of {history.TRIM_STEP}); the first {trim_s * 1000:.0f} ms ({trim_cpu * 1000:.0f} ms "
+          f"Redis CPU), the rest {rest_s * 1000:.0f} ms; then a sweep 5000 more past it: {trim_next_ms:.1f} ms")
     print()
     for x in reaps:
         how = "running" if x["started"] else "claimed, not started"
