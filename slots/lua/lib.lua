@@ -243,16 +243,10 @@ local function on_terminal(job_key, deps_key, ready_lo, finished_key, id, now, r
   end
   redis.call('ZADD', finished_key, now, id)
   redis.call('EXPIRE', job_key, retention_s)
-  local j = redis.call('HMGET', job_key, 'state', 'user', 'kind', 'run')
+  local j = redis.call('HMGET', job_key, 'state', 'user', 'kind')
   local state, user, kind = j[1], j[2], j[3]
   if not (state and user and kind) then return end
-  if j[4] and j[4] ~= '' then
-    -- a run job may finish again after a run retry (run_retry.lua) reopened its failed, dead or
-    -- cancelled end: it leaves that state's index
-    for _, s in ipairs({'failed', 'dead', 'cancelled'}) do
-      if s ~= state then redis.call('ZREM', finished_key .. ':state:' .. s, id) end
-    end
-  end
+  -- (a run job reopened by run_retry.lua left every index then: nothing of its old end is here)
   local s, u, k = 'state:' .. state, 'user:' .. user, 'kind:' .. kind
   redis.call('ZADD', finished_key .. ':' .. s, now, id)
   redis.call('ZADD', finished_key .. ':' .. u, now, id)

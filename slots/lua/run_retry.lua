@@ -17,8 +17,10 @@ local want = {failed = true, dead = true}
 if ARGV[3] == '1' then want.cancelled = true end
 local picked = {}
 for i = 12, #KEYS do
-  local j = redis.call('HMGET', KEYS[i], 'state', 'id', 'key')
-  if j[1] and want[j[1]] then picked[#picked + 1] = {key = KEYS[i], state = j[1], id = j[2], item = j[3] or ''} end
+  local j = redis.call('HMGET', KEYS[i], 'state', 'id', 'key', 'kind')
+  if j[1] and want[j[1]] then
+    picked[#picked + 1] = {key = KEYS[i], state = j[1], id = j[2], item = j[3] or '', kind = j[4]}
+  end
 end
 if #picked == 0 then return {'nothing', rstate} end
 local now = now_ms()
@@ -39,7 +41,11 @@ for _, t in ipairs(picked) do
   ctx.job, ctx.id, ctx.item = t.key, t.id, t.item
   set_state(ctx, t.state, 'queued', {'tries', 0, 'error', '', 'finished_at', '', 'cancel', '', 'token', ''}, false, now)
   redis.call('PERSIST', t.key)
+  -- out of the history at once, indexes included (lib.lua on_terminal): it is not finished now
   redis.call('ZREM', KEYS[11], t.id)
+  redis.call('ZREM', KEYS[11] .. ':state:' .. t.state, t.id)
+  redis.call('ZREM', KEYS[11] .. ':user:' .. user, t.id)
+  if t.kind then redis.call('ZREM', KEYS[11] .. ':kind:' .. t.kind, t.id) end
   if prio == 'interactive' then redis.call('RPUSH', KEYS[9], t.id) else queue_bulk(ctx, t.id) end
 end
 if prio == 'interactive' and redis.call('LINDEX', KEYS[10], -1) ~= '~wake' then

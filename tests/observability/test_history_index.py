@@ -254,11 +254,6 @@ def test_an_index_entry_the_hash_disagrees_with_is_never_shown(h):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason="run_retry.lua drops a reopened job from `finished` but not from the "
-                   "history indexes (finished:state:<s>, :user:<u>, :kind:<k>): until it re-ends, a page that "
-                   "does not hold it counts it in `total` (and status counts it failed). Fix: beside its "
-                   "ZREM of KEYS[11], ZREM the id from KEYS[11]..':state:'..t.state, ':user:'..user, "
-                   "':kind:'..<the run's kind>")
 def test_a_reopened_job_leaves_the_totals_at_once(h):
     w = World(h)
     run = w.run("alice", "noop", [["failed", "completed"]] * 3)
