@@ -302,7 +302,7 @@ class _Log:
         return lambda *a, **kw: None
 
 
-def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool, pipelined: bool = False) -> dict:
+def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool) -> dict:
     """``entries`` jobs in the processing lists of ``hosts`` dead hosts (registered, their host keys
     gone), started (running: take.lua) or only claimed; one reap; seconds and what came back."""
     from tender_pool.supervisor.config import load
@@ -342,37 +342,12 @@ def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool, p
     hk = Housekeeper(cfg, Queue(r, k), Owner("bench", "live", "boot", os.getpid()), _Log())
     hk.quiet_enough = lambda now: True  # a fresh server: the outage guard would wait out its uptime
     c0, t0 = cpu_s(r), time.perf_counter()
-    if pipelined:
-        reap_pipelined(hk.q, cfg, dict(zip(procs, owners)))
-    else:
-        hk.reap(time.monotonic())
+    hk.reap(time.monotonic())  # Queue.requeue_list: pipelined, a batch of entries per round trip
     wall, cpu = time.perf_counter() - t0, cpu_s(r) - c0
     left = sum(r.llen(x) for x in procs)
     back = r.llen(k.ready_lo) + r.llen(k.ready_hi)
     return {"entries": in_lists, "hosts": hosts, "started": started, "pass_s": wall, "redis_cpu_s": cpu,
-            "left": left, "reclaimed": hk.reclaimed, "queued_after": back, "pipelined": pipelined}
-
-
-def reap_pipelined(q: Queue, cfg, lists: dict[str, Owner]) -> None:
-    """What the reaper's requeue of a dead list would cost pipelined (a prototype for the figure, not
-    the reaper's code): the list's job fields in one round trip, its requeue.lua calls in another,
-    with the arguments ``Queue.requeue`` passes."""
-    r, k = q.r, q.k
-    script = q._scripts["requeue"]
-    for proc, owner in lists.items():
-        entries = r.lrange(proc, 0, -1)
-        p = r.pipeline(transaction=False)
-        for e in entries:
-            p.hmget(k.job(e.decode()), "user", "kind", "run")
-        fields = p.execute()
-        p = r.pipeline(transaction=False)
-        for e, (user, kind, run) in zip(entries, fields):
-            user = (user or b"").decode()
-            keys = [*q._job_keys(proc, e.decode(), user, (kind or b"-").decode(), run and run.decode()),
-                    k.proclists, k.host(owner.host)]
-            script(keys=keys, args=[e, "crash", owner.holder, cfg.pool.crash_cap, cfg.lock_ttl_ms,
-                                    int(cfg.pool.result_retention), user, "1", ""], client=p)
-        p.execute()
+            "left": left, "reclaimed": hk.reclaimed, "queued_after": back}
 
 
 # --- the old code, for before/after ---------------------------------------------------------------
@@ -441,8 +416,7 @@ def main() -> None:
         history.trim(srv.r, k, cutoff + 5000)  # a sweep 5 s later: 5000 more past the retention (1000 jobs/s)
         trim_next_ms = (time.perf_counter() - t0) * 1000
         print("\nreaper passes …", flush=True)
-        reaps = [reaper_pass(srv, k, 10_000, 100, True), reaper_pass(srv, k, 10_000, 100, False),
-                 reaper_pass(srv, k, 10_000, 100, True, pipelined=True)]
+        reaps = [reaper_pass(srv, k, 10_000, 100, True), reaper_pass(srv, k, 10_000, 100, False)]
         total_s = time.monotonic() - t_all
     finally:
         srv.stop()
@@ -474,8 +448,6 @@ def main() -> None:
     print()
     for x in reaps:
         how = "running" if x["started"] else "claimed, not started"
-        if x["pipelined"]:
-            how += "; PROTOTYPE: requeue calls pipelined per list"
         print(f"reaper pass over {x['entries']} entries ({how}) "
               f"of {x['hosts']} dead hosts: {x['pass_s'] * 1000:.0f} ms ({x['redis_cpu_s'] * 1000:.0f} ms Redis CPU); "
               f"{x['reclaimed']} reclaimed, {x['left']} left in the lists, {x['queued_after']} queued after")
@@ -489,7 +461,7 @@ def main() -> None:
         if h["ms"] > 100:
             slow.append(f"history {h['label']} over 100 ms")
     for x in reaps:
-        if x["pass_s"] > 1 and not x["pipelined"]:
+        if x["pass_s"] > 1:
             slow.append(f"reaper pass ({'running' if x['started'] else 'claimed'}) over 1 s")
     print("\nslow: " + ("; ".join(slow) if slow else "nothing over its target"))
 

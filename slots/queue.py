@@ -424,27 +424,47 @@ class Queue:
     ) -> str:
         """requeue.lua for one entry; ``stamp``: the claim stamp the caller judged too old (the
         script leaves the entry alone if it has another by now)."""
-        job_id = _s(entry) or ""
-        user, kind, run = (_s(v) for v in self.r.hmget(self.k.job(job_id), "user", "kind", "run"))
+        fields = self.r.hmget(self.k.job(_s(entry) or ""), "user", "kind", "run")
+        keys, args = self._requeue_call(proc, entry, fields, reason, crash_cap, lock_ttl_ms, retention_s,
+                                        owner_host, owner_incarnation, list_dead, stamp)
+        return _s(self._scripts["requeue"](keys=keys, args=args)[0]) or ""
+
+    def _requeue_call(self, proc: str, entry: bytes, fields: list, reason: str, crash_cap: int, lock_ttl_ms: int,
+                      retention_s: int, owner_host: str, owner_incarnation: str, list_dead: bool,
+                      stamp: int | None) -> tuple[list[str], list]:
+        """requeue.lua's keys and arguments for ``entry``, from its job's (user, kind, run)."""
+        user, kind, run = (_s(v) for v in fields)
         user = user or ""
         k = self.k
-        res = self._scripts["requeue"](
-            keys=[
-                *self._job_keys(proc, job_id, user, kind or "-", run),
-                k.proclists,
-                k.host(owner_host or "-"),
-            ],
-            args=[entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0",
-                  "" if stamp is None else stamp],
-        )
-        return _s(res[0]) or ""
+        keys = [*self._job_keys(proc, _s(entry) or "", user, kind or "-", run), k.proclists, k.host(owner_host or "-")]
+        args = [entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0",
+                "" if stamp is None else stamp]
+        return keys, args
 
-    def requeue_list(self, proc: str, reason: str, **kw: Any) -> list[tuple[str, str]]:
-        """Requeue every entry of a dead list; returns (entry, verdict) pairs."""
+    REQUEUE_BATCH = 500
+
+    def requeue_list(self, proc: str, reason: str, *, crash_cap: int, lock_ttl_ms: int, retention_s: int,
+                     owner_host: str = "", owner_incarnation: str = "", list_dead: bool = True) -> list[tuple[str, str]]:
+        """Requeue every entry of a dead list; returns (entry, verdict) pairs. Pipelined, a batch of
+        entries at a time: one round trip for their job fields, one for their requeue.lua calls (each
+        call still atomic and re-checking the owner), so a dead host's 10⁴ entries cost ~40 round
+        trips, not 2 × 10⁴."""
         out = []
-        for entry in self.r.lrange(proc, 0, -1):
-            out.append((_s(entry) or "", self.requeue(proc, entry, reason, **kw)))
-        if not self.r.exists(proc) and kw.get("list_dead", True):
+        entries = self.r.lrange(proc, 0, -1)
+        script = self._scripts["requeue"]
+        for at in range(0, len(entries), self.REQUEUE_BATCH):
+            batch = entries[at : at + self.REQUEUE_BATCH]
+            pipe = self.r.pipeline(transaction=False)
+            for entry in batch:
+                pipe.hmget(self.k.job(_s(entry) or ""), "user", "kind", "run")
+            fields = pipe.execute()
+            pipe = self.r.pipeline(transaction=False)
+            for entry, f in zip(batch, fields):
+                keys, args = self._requeue_call(proc, entry, f, reason, crash_cap, lock_ttl_ms, retention_s,
+                                                owner_host, owner_incarnation, list_dead, None)
+                script(keys=keys, args=args, client=pipe)
+            out += [(_s(entry) or "", _s(res[0]) or "") for entry, res in zip(batch, pipe.execute())]
+        if list_dead and not self.r.exists(proc):
             self.r.hdel(self.k.proclists, proc)
         return out
 
