@@ -62,12 +62,13 @@ class HistoryKeys:
     ``user:<u>``, ``kind:<k>``."""
 
     def __init__(self, keys: Keys):
+        self.keys = keys
         self.finished = keys.finished
-        self.trim = f"{keys.finished}:trim"  # zset: index member → a score at or below its oldest entry
-        self.catch_up = f"{keys.finished}:catch_up"  # string: finish ms indexed up to, or "done"
+        self.trim = keys.finished_trim
+        self.catch_up = keys.finished_catch_up
 
     def of(self, member: str | bytes) -> str:
-        return f"{self.finished}:{member.decode() if isinstance(member, bytes) else member}"
+        return self.keys.finished_index(member.decode() if isinstance(member, bytes) else member)
 
     def state(self, state: str) -> str:
         return self.of(f"state:{state}")

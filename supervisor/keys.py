@@ -58,6 +58,14 @@ class Keys:
         self.dead = f"{self.base}:dead"
         self.reaper = f"{self.base}:reaper"
         self.finished = f"{self.base}:finished"
+        # history indexes beside ``finished`` (lib.lua on_terminal builds the same names from it)
+        self.finished_trim = f"{self.finished}:trim"  # zset: index member → a score at or below its oldest entry
+        self.finished_catch_up = f"{self.finished}:catch_up"  # string: finish ms indexed up to, or "done"
+
+    def finished_index(self, member: str) -> str:
+        """A history index (zset: job id → finish ms): ``member`` is ``state:<s>``, ``user:<u>`` or
+        ``kind:<k>``, as it is named inside ``finished_trim``."""
+        return f"{self.finished}:{member}"
 
     def ready(self, priority: str) -> str:
         return self.ready_hi if priority == "interactive" else self.ready_lo
