@@ -58,6 +58,7 @@ class Keys:
         self.dead = f"{self.base}:dead"
         self.reaper = f"{self.base}:reaper"
         self.finished = f"{self.base}:finished"
+        self.hosts = f"{self.base}:hosts"  # zset: host id → its last heartbeat (ms): who to look up for status
         # history indexes beside ``finished`` (lib.lua on_terminal builds the same names from it)
         self.finished_trim = f"{self.finished}:trim"  # zset: index member → a score at or below its oldest entry
         self.finished_catch_up = f"{self.finished}:catch_up"  # string: finish ms indexed up to, or "done"
@@ -99,16 +100,8 @@ class Keys:
     def busy(self, worker_id: str) -> str:
         return f"{self.base}:busy:{worker_id}"
 
-    @property
-    def busy_pattern(self) -> str:
-        return f"{self.base}:busy:*"
-
     def host_slots(self, host_id: str) -> str:
         return f"{self.base}:slots:{host_id}"
-
-    @property
-    def host_slots_pattern(self) -> str:
-        return f"{self.base}:slots:*"
 
     @property
     def depwaits(self) -> str:

@@ -216,7 +216,10 @@ class Housekeeper(threading.Thread):
             return
         self.last_ok = sent
         if self.slots_summary is not None:  # the host's slot table, same lifetime as its heartbeat
-            self.q.r.set(self.k.host_slots(self.host), self.slots_summary(), px=self.hb_ttl_ms)
+            p = self.q.r.pipeline(transaction=False)
+            p.set(self.k.host_slots(self.host), self.slots_summary(), px=self.hb_ttl_ms)
+            p.zadd(self.k.hosts, {self.host: int(time.time() * 1000)})  # status's list of hosts to look up
+            p.execute()
 
     def reap(self, now: float) -> None:
         r = self.q.r
@@ -260,6 +263,8 @@ class Housekeeper(threading.Thread):
             if promoted:
                 self.log.warning("lost_promotion_fixed", user=user.decode(), job_id=promoted)
         cutoff_ms = int((time.time() - self.cfg.pool.result_retention) * 1000)
+        # hosts silent for an hour leave status's list (a live one is back at its next heartbeat)
+        r.zremrangebyscore(self.k.hosts, "-inf", int(time.time() * 1000) - max(3_600_000, 10 * self.hb_ttl_ms))
         history.trim(r, self.k, cutoff_ms)
         history.catch_up(r, self.k)
         self.prune_results(cutoff_ms / 1000)

@@ -135,8 +135,12 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
     r, k = probe.r, probe.k
     try:
         stats = probe.read()
-        tables = _decode_all(r, sorted(r.scan_iter(match=k.host_slots_pattern, count=500)), HostSlots)
-        states = _decode_all(r, sorted(r.scan_iter(match=k.busy_pattern, count=500)), BusyState)
+        # The hosts that heartbeat lately (``hosts``), their slot tables, the busy states of the slots
+        # those name: three reads whatever the keyspace holds (a SCAN walked all of it: 0.4 s at
+        # 2 × 10⁵ keys, seconds at 2 × 10⁶)
+        listed = sorted(x.decode("utf-8", "replace") for x in r.zrange(k.hosts, 0, -1))
+        tables = _decode_all(r, [k.host_slots(h) for h in listed], HostSlots)
+        states = _decode_all(r, [k.busy(row.id) for t in tables for row in t.slots], BusyState)
         names = sorted({t.host_id for t in tables} | {host_of_worker(b.worker) for b in states})
         holders = dict(zip(names, r.mget([k.host(n) for n in names]) if names else []))
         warnings = redis_warnings(r)
@@ -174,7 +178,7 @@ def as_status(view: RedisView) -> StatusView:
     )
 
 
-def _decode_all(r: redis.Redis, keys: list[bytes], typ: type) -> list:
+def _decode_all(r: redis.Redis, keys: list[str], typ: type) -> list:
     out = []
     for raw in r.mget(keys) if keys else []:
         if raw:
