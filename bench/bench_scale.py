@@ -441,7 +441,7 @@ def main() -> None:
         print(f"  history {h['label']:<36} page: {h['ms']:8.2f} ms  (total {h['total']}, {h['items']} items){extra}")
     print(f"  status probe (the daemon's status, Redis side): {status_ms:.2f} ms, failed = {st.failed} "
           f"(recount {recount})" + (f"   old: {status_old_ms:.0f} ms" if old else ""))
-    print(f"  Client.status() without a daemon (its Redis view: probe + SCANs for host tables): {client_ms:.0f} ms")
+    print(f"  Client.status() without a daemon (its Redis view: probe + the hosts zset, their tables and busy states): {client_ms:.0f} ms")
     print(f"  trim, half the history past the retention at once: {removed} removed in {sweeps} sweeps (each at most "
           f"{history.TRIM_STEPS} steps of {history.TRIM_STEP}); the first {trim_s * 1000:.0f} ms ({trim_cpu * 1000:.0f} ms "
           f"Redis CPU), the rest {rest_s * 1000:.0f} ms; then a sweep 5000 more past it: {trim_next_ms:.1f} ms")
