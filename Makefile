@@ -33,6 +33,7 @@ test: setup
 
 bench: setup
 	@$(PY) bench/bench_pool.py
+	@$(PY) bench/bench_scale.py --quick
 
 clean:
 	rm -rf $(VENV) jvm/build
