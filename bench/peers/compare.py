@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/compare: tender-pool against RQ, ARQ (4 × max_jobs=1 and 1 × 4), Dramatiq and Celery, 4 workers
 each, one private Redis, the same work, interleaved over repetitions; then the cost-flat table of
-issue 12 (``scale.py``). Run through ``bench/compare`` (it builds the peers' venv). Prints tables.
+issue 12 (``bench/bench_scale.py``, in our venv). Run through ``bench/compare`` (it builds the peers' venv). Prints tables.
 
 Per repetition and system: no-op and 10 ms jobs/s, each from a fresh start with the jobs already
 queued (end to end from the worker launch, and first job start → last job finish); then one running
@@ -193,9 +193,11 @@ def main() -> None:
         if not a.no_peers:
             peers_run(a, tmp, sock, rp.pid)
         if not a.no_scale:
-            import scale
+            # bench/bench_scale.py, in our venv, on a private Redis of its own (it flushes it)
 
-            scale.run(tmp, sock, quick=a.quick, redis_pid=rp.pid)
+            repo = Path(__file__).resolve().parents[2]
+            subprocess.run([str(repo / ".venv" / "bin" / "python"), str(repo / "bench" / "bench_scale.py"),
+                            *(["--quick"] if a.quick else [])], check=False)
         print(f"\nmachine at the end: {machine()}")
     finally:
         from systems import LAUNCHED
