@@ -6,13 +6,18 @@
  * `python model/record.py`). Each Lua script is ONE atomic block here, named `<script>.lua` in a
  * comment; every other step names the Python function it mirrors.
  *
- *   lib.lua          PROMOTE_WAITER, RELEASE_LOCK, ON_TERMINAL
+ *   lib.lua          START_JOB, SETTLE_JOB, TAKE_JOB, CLAIM_ENTRY, PROMOTE_WAITER, RELEASE_LOCK,
+ *                    ON_TERMINAL, SETSTATE (set_state)
+ *   take.lua         TAKE: take_job with the entry a BLMOVE gave      (Slot, label take)
+ *   settle_take.lua  SETTLE_TAKE: settle_job, then take_job            (Slot, label settle)
+ *   settle.lua       SETTLE: settle_job                                (Slot, label settle, aborting)
+ *   start.lua        not on the modelled path (only for a record take.lua could not decode):
+ *                    start_job behind an LPOS check, see the note after PROMOTE_DUE
  *   enqueue.lua      ENQUEUE            (Producer)
- *   start.lua        START              (Slot, step "start")
- *   settle.lua       SETTLE             (Slot, step "settle")
- *   requeue.lua      REQUEUE            (Slot.reconcile, Supervisor death path, Reaper)
+ *   deadletter.lua   DEADLETTER         (Slot, label deadletter: take_job answered raw)
+ *   requeue.lua      REQUEUE            (Slot.reconcile / NoLease, Supervisor death path, Reaper)
  *   cancel.lua       CANCEL             (Canceller)
- *   stamp.lua        STAMP              (Reaper, deadline rule)
+ *   stamp.lua        the claim stamp: ghost `rjs` (Reaper, deadline rule)
  *   unstick.lua      UNSTICK            (Reaper, lost-promotion sweep)
  *   promote_due.lua  PROMOTE_DUE        (Reaper)
  *
@@ -20,8 +25,24 @@
  * host s, each host with its supervisor), 1 reaper (whichever host holds the lease), 1 producer,
  * 1 canceller, and Env (time, replication, failover). Budgets (-D...): CRASHES (all processes
  * together), ERRS (Redis calls that fail or lose their reply), LAPSES (a live host's heartbeat
- * lapsing past the fence), LATES (the reaper finding an entry far past its deadline), FREEZES (a replica falling behind; each ends in catch-up or failover),
- * CANCELS.
+ * lapsing past the fence), LATES (the reaper finding an entry far past its deadline), FREEZES (a
+ * replica falling behind; each ends in catch-up or failover), CANCELS, RETRIES (business retries);
+ * JOBS (how many of the three jobs are submitted: a smaller world for the two-fault runs).
+ *
+ * Seeded faults (-D...; each a copy of the protocol with one defect, tests/model shows spin finds it):
+ *   FAULT_REQUEUE_NO_OWNER_CHECK   requeue.lua without l.15 (GET host:<owner> == the judged holder)
+ *   FAULT_RELEASE_BEFORE_RESULT    the slot frees the user's lock in one call, then settles in another
+ *   FAULT_SETTLE_NO_FENCE          settle_job without its token check (a stale attempt settles)
+ *   FAULT_NO_STAMP_RECHECK         requeue.lua without l.16 (the fix of 64a3038 undone)
+ *   FAULT_NO_LEASE_CHECK           take_job without the PTTL check (the fix of 64a3038 undone)
+ *   FAULT_NO_LPOS_CHECK            take_job without the LPOS check of a given entry (64a3038 undone)
+ * Proposed changes for what the model still finds in the Lua (model/README.md, "Findings"):
+ *   FIX_TAKE_RETRY_LPOS            take_job on a retry: the LPOS check too (the given entry only
+ *                                  while our list still holds it)
+ *   FIX_TAKE_RETRY_LEASE           take_job on a retry: the lease check too, unless it adopts the
+ *                                  first call's running attempt
+ *   FIX_SETTLE_TAKE_RETRY          settle_take on a retry: the first call's new attempt of the same
+ *                                  job is adopted, not removed from the list as a stale copy
  */
 
 #ifndef CRASHES
@@ -45,6 +66,9 @@
 #ifndef RETRIES
 #define RETRIES 1
 #endif
+#ifndef JOBS
+#define JOBS 3        /* how many of the jobs 0, 1, 2 the producer submits (a smaller world) */
+#endif
 
 #define NJ 3          /* jobs */
 #define NU 2          /* users */
@@ -60,7 +84,7 @@
 #define NL 6
 #endif
 #define OWNER(L) ((L) % NS)
-#define PL(L, j) P.pl[(L) * NJ + (j)]
+#define PL(L, j) pl[(L) * NJ + (j)]
 
 /* job states (JobRecord.state) */
 #define NONE      0   /* no job hash */
@@ -92,6 +116,9 @@
 #define R_GONE 8
 #define R_REQUEUED 9
 #define R_FAILED 10
+#define R_EMPTY 11
+#define R_NOLEASE 12
+#define R_RAW 13      /* take_job: no job hash (HGETALL empty) */
 
 /* settle verdicts (queue.Verdict) */
 #define V_COMPLETED 1
@@ -105,29 +132,29 @@
 #define RS_DEADLINE 2
 #define RS_UNCLAIM 3
 
-/* host lease: the host key host:<h> and the host's own view of its last heartbeat write */
-#define FRESH 0       /* last heartbeat write younger than the fence interval */
-#define STALE 1       /* older than the fence interval: the host must stop its attempts */
-#define EXPIRED 2     /* the key expired (3 x heartbeat > fence): the host counts as dead */
+/* host lease: the host key host:<h>, as its PTTL and its supervisor's last heartbeat write see it */
+#define FRESH 0       /* PTTL >= the take's min_lease; the last write younger than the fence interval */
+#define STALE 1       /* below: no take starts a job; the fence and the slot's own poll stop attempts */
+#define EXPIRED 2     /* the key expired: other hosts' reapers count the host as dead */
 
-typedef Redis {
-  byte js[NJ];        /* job:<id> state */
-  byte jt[NJ];        /* job:<id> token ('' = 0) */
-  bit  jc[NJ];        /* job:<id> cancel */
-  byte jw[NJ];        /* job:<id> waits */
-  byte jx[NJ];        /* job:<id> crashes */
-  byte jr[NJ];        /* job:<id> tries */
-  byte rdy[NJ];       /* copies in ready:hi + ready:lo */
-  byte pl[NL * NJ];   /* copies in each processing list */
-  byte wt[NJ];        /* copies in wait:<user(j)> */
-  byte dp[NJ];        /* copies in deps:<dep(j)> */
-  bit  dl[NJ];        /* member of delayed */
-  byte lk[NU];        /* lock:<user> */
-  bit  wu[NU];        /* member of waitusers */
-};
-
-Redis P;              /* the primary */
-Redis R;              /* the replica while it lags (zero otherwise: it has everything) */
+/* Redis, as two copies of the same keys: the primary (plain names) and the replica while it lags
+ * (r_ names; zero otherwise: it has everything). Plain arrays rather than a typedef, so that
+ * `spin -t -g` shows them at every step (tests/model/spin.py summarizes a counterexample from it). */
+byte js[NJ];          /* job:<id> state */
+byte jt[NJ];          /* job:<id> token ('' = 0) */
+bit  jc[NJ];          /* job:<id> cancel */
+byte jw[NJ];          /* job:<id> waits */
+byte jx[NJ];          /* job:<id> crashes */
+byte jr[NJ];          /* job:<id> tries */
+byte rdy[NJ];         /* copies in ready:hi + ready:lo (+ backlog:<user>: see README, fairness) */
+byte pl[NL * NJ];     /* copies in each processing list */
+byte wt[NJ];          /* copies in wait:<user(j)> */
+byte dp[NJ];          /* copies in deps:<dep(j)> */
+bit  dl[NJ];          /* member of delayed */
+byte lk[NU];          /* lock:<user> */
+bit  wu[NU];          /* member of waitusers */
+byte r_js[NJ]; byte r_jt[NJ]; bit r_jc[NJ]; byte r_jw[NJ]; byte r_jx[NJ]; byte r_jr[NJ];
+byte r_rdy[NJ]; byte r_pl[NL * NJ]; byte r_wt[NJ]; byte r_dp[NJ]; bit r_dl[NJ]; byte r_lk[NU]; bit r_wu[NU];
 bit frozen;           /* the replica stopped taking writes at the moment R was copied */
 byte lag[1 + NS];     /* a WAITed write of the producer (0) / slot s (1+s): 0 on the replica, 1 not yet, 2 lost */
 
@@ -141,46 +168,59 @@ bit  pend[NL];        /* list handed to the housekeeper (requeue_later), not yet
 
 /* ghosts: what runs, for the properties (not in Redis) */
 byte sj[NS];          /* the job a live slot has in hand (claim .. settle), NOJ none */
-byte stok[NS];        /* its attempt token (the start suffix) */
-bit  win[NS];         /* start.lua answered run; its handler has not ended yet */
+byte stok[NS];        /* its attempt token (take's suffix) */
+byte ntok[NS];        /* the suffix settle_take starts the next attempt with (kept for its retries) */
+bit  win[NS];         /* take answered run; its handler has not ended yet */
+bit  cov[NS];         /* that attempt was started while the host's lease was FRESH (the margin covers it) */
 bit  hrun[NS];        /* its handler process is running (possibly orphaned by a slot crash) */
 byte hj[NS];          /* the job of that handler */
-bit  fk[NS];          /* the host's fence stopped this attempt */
+bit  fk[NS];          /* the host's fence stopped this attempt (SIGUSR1: the slot aborts) */
 byte running[NJ];     /* handlers of job j running now */
+byte rj = NOJ;        /* the entry the reaper judged far past its deadline (its claim stamp) ... */
+bit  rjs;             /* ... and whether `started` <rj> changed since (requeue.lua ARGV[9] re-check) */
 
 byte crashes, errs, lapses, freezes, cancels, lates, retries;
 
-/* scratch of the atomic blocks, written before read on every path: kept out of the state vector */
-hidden byte ci, x, u, rsv;
+/* scratch of the atomic blocks, written before read on every path: kept out of the state vector
+ * (-DSHOWN keeps them in: pan's breadth-first search refuses hidden variables) */
+#ifdef SHOWN
+#define HIDDEN
+#else
+#define HIDDEN hidden
+#endif
+HIDDEN byte ci, x, u, rsv, nj, sk, adp, sres;
 bit  pdone;
 
 /* ------------------------------------------------------------------------------------------- */
 /* lib.lua                                                                                      */
 
-#define WAITLEN(u) ((USER(0) == (u) -> P.wt[0] : 0) + (USER(1) == (u) -> P.wt[1] : 0) + (USER(2) == (u) -> P.wt[2] : 0))
+#define WAITLEN(u) ((USER(0) == (u) -> wt[0] : 0) + (USER(1) == (u) -> wt[1] : 0) + (USER(2) == (u) -> wt[2] : 0))
+
+/* the claim stamp (`started` <id>) of the judged entry changed: HSET by a start, HDEL by an unclaim */
+#define RESTAMP(e) if :: (e) == rj -> rjs = 1 :: else -> skip fi
 
 /* lib.lua promote_waiter: LPOP the head of wait:<user> (any waiter: the model keeps no order),
  * reserve the lock for it ('r:<id>') and push it to ready; with no waiter, DEL the lock. */
 inline PROMOTE_WAITER(u, head) {
   head = NOJ;
   if
-  :: (USER(0) == u && P.wt[0] > 0) -> head = 0
-  :: (USER(1) == u && P.wt[1] > 0) -> head = 1
-  :: (USER(2) == u && P.wt[2] > 0) -> head = 2
+  :: (USER(0) == u && wt[0] > 0) -> head = 0
+  :: (USER(1) == u && wt[1] > 0) -> head = 1
+  :: (USER(2) == u && wt[2] > 0) -> head = 2
   :: else -> skip
   fi;
   if
   :: head != NOJ ->
-     P.wt[head]--; P.lk[u] = RES + head; P.rdy[head]++;
-     if :: WAITLEN(u) == 0 -> P.wu[u] = 0 :: else -> skip fi
-  :: else -> P.lk[u] = 0; P.wu[u] = 0
+     wt[head]--; lk[u] = RES + head; rdy[head]++;
+     if :: WAITLEN(u) == 0 -> wu[u] = 0 :: else -> skip fi
+  :: else -> lk[u] = 0; wu[u] = 0
   fi
 }
 
-/* lib.lua release_lock: compare-and-release by token */
+/* lib.lua release_lock (release_held, conc 'lock'): GETDEL, put back if not ours */
 inline RELEASE_LOCK(u, t, head) {
   if
-  :: (t != 0 && P.lk[u] == t) -> PROMOTE_WAITER(u, head)
+  :: (t != 0 && lk[u] == t) -> PROMOTE_WAITER(u, head)
   :: else -> skip
   fi
 }
@@ -189,183 +229,276 @@ inline RELEASE_LOCK(u, t, head) {
 inline ON_TERMINAL(e) {
   for (ci : 0 .. NJ - 1) {
     if
-    :: DEP(ci) == e -> P.rdy[ci] = P.rdy[ci] + P.dp[ci]; P.dp[ci] = 0
+    :: DEP(ci) == e -> rdy[ci] = rdy[ci] + dp[ci]; dp[ci] = 0
     :: else -> skip
     fi
   }
 }
 
-/* every state write: a terminal state is never left (one terminal state per job) */
-#define SETSTATE(e, st) assert(!TERMINAL(P.js[e])); P.js[e] = st
+/* lib.lua set_state (the state field; counts, fairness, runs and events are not modelled):
+ * a terminal state is never left (one terminal state per job) */
+#define SETSTATE(e, st) assert(!TERMINAL(js[e])); js[e] = st
 
 /* ------------------------------------------------------------------------------------------- */
 /* enqueue.lua (idempotent on the id)                                                           */
 inline ENQUEUE(e) {
   if
-  :: P.js[e] == NONE -> P.js[e] = QUEUED; P.rdy[e]++
+  :: js[e] == NONE -> js[e] = QUEUED; rdy[e]++
   :: else -> skip
   fi
 }
 
-/* start.lua: stamp, cancel check, waits, dependencies, lock-or-park, token; one atomic step */
+/* lib.lua start_job: own retry, stale copy, cancel, max waits, dependencies, the user's lock or
+ * park, token; the caller's atomic step. `adp`: the answer adopts an attempt an earlier call with
+ * this suffix started */
 inline UNCLAIM(L, e) {
-  if :: PL(L, e) > 0 -> PL(L, e)-- :: else -> skip fi    /* LREM proc 1 id (HDEL started: no time) */
+  if :: PL(L, e) > 0 -> PL(L, e)-- :: else -> skip fi;   /* LREM proc 1 id */
+  RESTAMP(e)                                             /* HDEL started id */
 }
 inline PASS_RESERVATION(u, rsv, head) {
   if :: rsv -> PROMOTE_WAITER(u, head) :: else -> skip fi
 }
 inline FINISH(L, e, st, u, rsv, head) {
-  UNCLAIM(L, e); SETSTATE(e, st); P.jt[e] = 0; ON_TERMINAL(e); PASS_RESERVATION(u, rsv, head)
+  UNCLAIM(L, e); SETSTATE(e, st); jt[e] = 0; ON_TERMINAL(e); PASS_RESERVATION(u, rsv, head)
 }
-inline START(L, e, t, res) {
-  u = USER(e); rsv = (P.lk[u] == RES + e); res = R_NONE;
-  /* l.45: our own retry after a lost reply: the first call did start it */
+inline PARK_WAIT(L, e, u) {
+  UNCLAIM(L, e); wt[e]++; SETSTATE(e, WAITING); jw[e]++
+}
+inline START_JOB(L, e, t, res) {
+  u = USER(e); rsv = (lk[u] == RES + e); res = R_NONE; adp = 0;
+  /* our own retry after a lost reply: the first call did start it (suffix match) */
   if
-  :: (P.js[e] == RUNNING && PL(L, e) > 0 && P.jt[e] == t) -> res = R_RUN
+  :: (js[e] == RUNNING && PL(L, e) > 0 && jt[e] == t) -> res = R_RUN; adp = 1
   :: else -> skip
   fi;
-#ifdef FIX_START_HOSTKEY
-  /* proposed: start only while our host key names us (KEYS host:<host>, ARGV holder): a host the
-     reaper may judge dead never starts an attempt it could not fence */
+  /* a duplicate entry of a finished or running job: the other copy owns it */
   if
-  :: (res == R_NONE && lease[OWNER(L)] == EXPIRED) -> res = R_STALE
-  :: else -> skip
-  fi;
-#endif
-#ifdef FIX_START_LPOS
-  /* proposed: start only what is still in our list (a retried call after a lost 'parked' reply, a
-     claim a failover lost, an entry the reaper took back): LPOS KEYS[1] id, else {'stale', state} */
-  if
-  :: (res == R_NONE && PL(L, e) == 0) -> res = R_STALE
-  :: else -> skip
-  fi;
-#endif
-  /* l.53: a duplicate entry of a finished or running job: the other copy owns it */
-  if
-  :: (res == R_NONE && (TERMINAL(P.js[e]) || P.js[e] == RUNNING)) ->
+  :: (res == R_NONE && (TERMINAL(js[e]) || js[e] == RUNNING)) ->
      UNCLAIM(L, e); PASS_RESERVATION(u, rsv, x); res = R_STALE
   :: else -> skip
   fi;
-  /* l.58 cancelled before it started; l.61 max waits */
+  /* cancelled before it started; max waits */
   if
-  :: (res == R_NONE && P.jc[e]) -> FINISH(L, e, CANCELLED, u, rsv, x); res = R_ENDED
-  :: (res == R_NONE && !P.jc[e] && P.jw[e] >= MAXWAITS) -> FINISH(L, e, FAILED, u, rsv, x); res = R_ENDED
+  :: (res == R_NONE && jc[e]) -> FINISH(L, e, CANCELLED, u, rsv, x); res = R_ENDED
+  :: (res == R_NONE && !jc[e] && jw[e] >= MAXWAITS) -> FINISH(L, e, FAILED, u, rsv, x); res = R_ENDED
   :: else -> skip
   fi;
-  /* l.66 dependencies */
+  /* dependencies: completed → on; gone or ended otherwise → failed; else park on deps:<dep> */
   if
   :: (res == R_NONE && DEP(e) != NOJ) ->
      if
-     :: P.js[DEP(e)] == COMPLETED -> skip
-     :: (P.js[DEP(e)] == NONE || (TERMINAL(P.js[DEP(e)]) && P.js[DEP(e)] != COMPLETED)) ->
+     :: js[DEP(e)] == COMPLETED -> skip
+     :: (js[DEP(e)] == NONE || (TERMINAL(js[DEP(e)]) && js[DEP(e)] != COMPLETED)) ->
         FINISH(L, e, FAILED, u, rsv, x); res = R_ENDED
-     :: (P.js[DEP(e)] != NONE && !TERMINAL(P.js[DEP(e)])) ->
+     :: (js[DEP(e)] != NONE && !TERMINAL(js[DEP(e)])) ->
         PASS_RESERVATION(u, rsv, x);
-        UNCLAIM(L, e); P.dp[e]++; SETSTATE(e, WAITING); P.jw[e]++; res = R_PARKED
+        UNCLAIM(L, e); dp[e]++; SETSTATE(e, WAITING); jw[e]++; res = R_PARKED
      fi
   :: else -> skip
   fi;
-  /* l.80 the user's lock */
+  /* per_user = 1: SET lock token NX GET */
   if
-  :: (res == R_NONE && P.lk[u] == 0 && WAITLEN(u) > 0) ->
-     /* a lost promotion: queue behind the waiters and promote the head now (the head is one of
-        the earlier waiters, so promoting before parking is the same) */
-     PROMOTE_WAITER(u, x);
-     UNCLAIM(L, e); P.wt[e]++; SETSTATE(e, WAITING); P.jw[e]++; P.wu[u] = 1; res = R_PARKED
-  :: (res == R_NONE && P.lk[u] != 0 && !rsv) ->
-     P.wu[u] = 1; UNCLAIM(L, e); P.wt[e]++; SETSTATE(e, WAITING); P.jw[e]++; res = R_PARKED
+  :: (res == R_NONE && lk[u] == 0 && WAITLEN(u) > 0) ->
+     /* a lost promotion: queue behind the waiters (RPUSH, SADD) and promote the head (LPOP: an
+        earlier waiter, so promoting first is the same) */
+     PROMOTE_WAITER(u, x); PARK_WAIT(L, e, u); wu[u] = 1; res = R_PARKED
+  :: (res == R_NONE && lk[u] != 0 && !rsv) ->
+     wu[u] = 1; PARK_WAIT(L, e, u); res = R_PARKED
   :: else -> skip
   fi;
-  /* l.94 run: SET lock token, state running, token, started */
+  /* run: lock := token, state running, token, started := now */
   if
-  :: res == R_NONE -> P.lk[u] = t; SETSTATE(e, RUNNING); P.jt[e] = t; res = R_RUN
+  :: res == R_NONE -> lk[u] = t; SETSTATE(e, RUNNING); jt[e] = t; RESTAMP(e); res = R_RUN
   :: else -> skip
   fi;
   rsv = 0; x = 0; u = 0
 }
 
-/* settle.lua: fenced by the token; release the lock (promote the head waiter); the verdict */
-inline SETTLE(L, e, t, v, res) {
+/* lib.lua claim_entry: LMOVE ready:hi, else ready:lo → our list (any queued entry: no order) */
+inline CLAIM_ENTRY(L, e) {
+  if
+  :: rdy[0] > 0 -> e = 0
+  :: rdy[1] > 0 -> e = 1
+  :: rdy[2] > 0 -> e = 2
+  :: else -> e = NOJ
+  fi;
+  if :: e != NOJ -> rdy[e]--; PL(L, e)++ :: else -> skip fi
+}
+
+/* lib.lua take_job. g: the entry a BLMOVE gave (NOJ: claim here); rt: a retry after a lost reply
+ * (adopt the first entry our list holds other than sk, the job just settled); t: the suffix.
+ * Answers res (R_EMPTY, R_NOLEASE, or start_job's) for job e. */
+inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
+  te = tg; tres = R_NONE;
+  if
+  :: trt ->
+     if
+     :: (PL(tL, 0) > 0 && tsk != 0) -> te = 0
+     :: (PL(tL, 1) > 0 && tsk != 1) -> te = 1
+     :: (PL(tL, 2) > 0 && tsk != 2) -> te = 2
+     :: else -> skip                                   /* nothing there: the given entry ('' claims) */
+     fi
+  :: else -> skip
+  fi;
+#ifndef FAULT_NO_LEASE_CHECK
+  /* no start on a lapsing lease (PTTL host:<h> < min_lease); a retry adopts what its first call did */
+#ifdef FIX_TAKE_RETRY_LEASE
+  if
+  :: (lease[OWNER(tL)] != FRESH && !(trt && te != NOJ && js[te] == RUNNING && jt[te] == tt && PL(tL, te) > 0)) ->
+     tres = R_NOLEASE
+  :: else -> skip
+  fi;
+#else
+  if :: (!trt && lease[OWNER(tL)] != FRESH) -> tres = R_NOLEASE :: else -> skip fi;
+#endif
+#endif
+#ifndef FAULT_NO_LPOS_CHECK
+  /* the entry a BLMOVE gave must still be in our list */
+#ifdef FIX_TAKE_RETRY_LPOS
+  if :: (tres == R_NONE && te != NOJ && PL(tL, te) == 0) -> tres = R_EMPTY :: else -> skip fi;
+#else
+  if :: (tres == R_NONE && te != NOJ && !trt && PL(tL, te) == 0) -> tres = R_EMPTY :: else -> skip fi;
+#endif
+#endif
+  if
+  :: (tres == R_NONE && te == NOJ) -> CLAIM_ENTRY(tL, te); if :: te == NOJ -> tres = R_EMPTY :: else -> skip fi
+  :: else -> skip
+  fi;
+  /* HGETALL job:<e> empty → {'raw', e} (a failover lost the enqueue; or a producer's raw entry) */
+  if :: (tres == R_NONE && js[te] == NONE) -> tres = R_RAW :: else -> skip fi;
+  if :: tres == R_NONE -> START_JOB(tL, te, tt, tres) :: else -> skip fi
+}
+
+/* lib.lua settle_job: fenced by the token (then LREM proc 0 id: never leave a stale copy);
+ * release the lock (promote the head waiter); the verdict */
+inline SETTLE_JOB(L, e, t, v, res) {
   u = USER(e);
   if
-  :: P.jt[e] != t -> PL(L, e) = 0; res = R_FENCED        /* LREM proc 0 id: never leave a copy */
+#ifndef FAULT_SETTLE_NO_FENCE
+  :: jt[e] != t -> PL(L, e) = 0; res = R_FENCED
   :: else ->
+#else
+  :: TERMINAL(js[e]) -> PL(L, e) = 0; res = R_FENCED      /* (set_state would refuse it anyway) */
+  :: else ->
+#endif
      if :: PL(L, e) > 0 -> PL(L, e)-- :: else -> skip fi;
-#ifndef FAULT_RESULT_AFTER_RELEASE
+     RESTAMP(e);
+#ifndef FAULT_RELEASE_BEFORE_RESULT
      RELEASE_LOCK(u, t, x);
 #endif
      if
-     :: v == V_COMPLETED -> SETSTATE(e, COMPLETED); P.jt[e] = 0; ON_TERMINAL(e)
-     :: v == V_FAILED    -> SETSTATE(e, FAILED); P.jt[e] = 0; ON_TERMINAL(e)
-     :: v == V_CANCELLED -> SETSTATE(e, CANCELLED); P.jt[e] = 0; ON_TERMINAL(e)
-     :: v == V_RETRY     -> P.jr[e]++; SETSTATE(e, QUEUED); P.jt[e] = 0; P.dl[e] = 1
-     :: v == V_REQUEUE   -> SETSTATE(e, QUEUED); P.jt[e] = 0; P.rdy[e]++
+     :: v == V_COMPLETED -> SETSTATE(e, COMPLETED); jt[e] = 0; ON_TERMINAL(e)
+     :: v == V_FAILED    -> SETSTATE(e, FAILED); jt[e] = 0; ON_TERMINAL(e)
+     :: v == V_CANCELLED -> SETSTATE(e, CANCELLED); jt[e] = 0; ON_TERMINAL(e)
+     :: v == V_RETRY     -> jr[e]++; SETSTATE(e, QUEUED); jt[e] = 0; dl[e] = 1
+     :: v == V_REQUEUE   -> SETSTATE(e, QUEUED); jt[e] = 0; rdy[e]++
      fi;
      res = R_OK
   fi;
   x = 0; u = 0
 }
 
-/* requeue.lua: re-check the owner is dead (check), the entry is still there; running → release
- * its lock, count the crash (crash cap → failed), queued; RPUSH ready */
-inline REQUEUE(L, e, reason, check, res) {
-  u = USER(e);
+/* take.lua: take_job with the entry the slot's BLMOVE gave (g), no skip */
+inline TAKE(L, g, rt, t, e, res) {
+  TAKE_JOB(L, g, rt, NOJ, t, e, res)
+}
+
+/* settle.lua: settle_job alone */
+inline SETTLE(L, e, t, v, res) {
+  SETTLE_JOB(L, e, t, v, res)
+}
+
+/* settle_take.lua: settle_job (token qt, verdict qv; its answer qres), then take_job from what is
+ * queued (no given entry; skip the settled id; suffix qnt): the next job qn and its answer qnres */
+inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
+#ifdef FIX_SETTLE_TAKE_RETRY
+  /* proposed: a retry whose first call re-took this very job (its token has our next suffix)
+     adopts that attempt instead of removing its entry as a stale copy */
   if
-#ifndef FAULT_REQUEUE_NO_OWNER_CHECK
-  :: (check && lease[OWNER(L)] != EXPIRED) -> res = R_ALIVE        /* l.12 GET host:<owner> */
-  :: (!check || lease[OWNER(L)] == EXPIRED) ->
+  :: (qrt && jt[qe] == qnt && js[qe] == RUNNING) -> sk = NOJ
+  :: else -> SETTLE_JOB(qL, qe, qt, qv, qres); sk = qe
+  fi;
+  TAKE_JOB(qL, NOJ, qrt, sk, qnt, qn, qnres); sk = 0
 #else
-  :: true ->
+  SETTLE_JOB(qL, qe, qt, qv, qres);
+  TAKE_JOB(qL, NOJ, qrt, qe, qnt, qn, qnres)
 #endif
+}
+
+/* requeue.lua: re-check the owner is dead (check: l.15) and, for a deadline, that the claim stamp
+ * is still the judged one (stp: l.16), the entry is still there; running → release its lock,
+ * count the crash (crash cap → failed), queued; RPUSH ready */
+inline REQUEUE(L, e, reason, check, stp, res) {
+  u = USER(e); res = R_NONE;
+#ifndef FAULT_REQUEUE_NO_OWNER_CHECK
+  if :: (check && lease[OWNER(L)] != EXPIRED) -> res = R_ALIVE :: else -> skip fi;
+#endif
+#ifndef FAULT_NO_STAMP_RECHECK
+  if :: (res == R_NONE && stp && rjs) -> res = R_ALIVE :: else -> skip fi;
+#endif
+  if
+  :: res == R_ALIVE -> skip
+  :: (res == R_NONE && PL(L, e) == 0) -> res = R_GONE
+  :: (res == R_NONE && PL(L, e) > 0) ->
+     PL(L, e)--; RESTAMP(e);
      if
-     :: PL(L, e) == 0 -> res = R_GONE
+     :: TERMINAL(js[e]) -> res = R_GONE
      :: else ->
-        PL(L, e)--;
+        res = R_REQUEUED;
         if
-        :: TERMINAL(P.js[e]) -> res = R_GONE
-        :: else ->
-           res = R_REQUEUED;
+        :: js[e] == RUNNING ->
+           RELEASE_LOCK(u, jt[e], x);
            if
-           :: P.js[e] == RUNNING ->
-              RELEASE_LOCK(u, P.jt[e], x);
+           :: reason != RS_UNCLAIM ->
+              jx[e]++;
               if
-              :: reason != RS_UNCLAIM ->
-                 P.jx[e]++;
-                 if
-                 :: P.jx[e] >= CRASHCAP -> SETSTATE(e, FAILED); P.jt[e] = 0; ON_TERMINAL(e); res = R_FAILED
-                 :: else -> skip
-                 fi
+              :: jx[e] >= CRASHCAP -> SETSTATE(e, FAILED); jt[e] = 0; ON_TERMINAL(e); res = R_FAILED
               :: else -> skip
-              fi;
-              if :: res != R_FAILED -> SETSTATE(e, QUEUED); P.jt[e] = 0 :: else -> skip fi
+              fi
            :: else -> skip
            fi;
-           if :: res != R_FAILED -> P.rdy[e]++ :: else -> skip fi
-        fi
+           if :: res != R_FAILED -> SETSTATE(e, QUEUED); jt[e] = 0 :: else -> skip fi
+        :: else -> skip
+        fi;
+        if :: res != R_FAILED -> rdy[e]++ :: else -> skip fi
      fi
   fi;
   x = 0; u = 0
+}
+
+/* deadletter.lua: the entry, if still in our list, leaves it (to `dead`); a job hash that exists by
+ * now and is not terminal becomes 'dead' (modelled as failed) */
+inline DEADLETTER(L, e) {
+  if
+  :: PL(L, e) == 0 -> skip
+  :: PL(L, e) > 0 ->
+     PL(L, e)--;
+     if
+     :: (js[e] != NONE && !TERMINAL(js[e])) -> SETSTATE(e, FAILED); jt[e] = 0; ON_TERMINAL(e)
+     :: else -> skip
+     fi
+  fi
 }
 
 /* cancel.lua: queued/parked/delayed → taken out and cancelled; running or in a slot's hands → flag */
 inline CANCEL(e) {
   u = USER(e);
   if
-  :: P.js[e] == NONE -> skip
-  :: TERMINAL(P.js[e]) -> skip
-  :: (P.js[e] != NONE && !TERMINAL(P.js[e])) ->
-     P.jc[e] = 1;
+  :: js[e] == NONE -> skip
+  :: TERMINAL(js[e]) -> skip
+  :: (js[e] != NONE && !TERMINAL(js[e])) ->
+     jc[e] = 1;
      if
-     :: P.js[e] == RUNNING -> skip                                  /* signalled */
+     :: js[e] == RUNNING -> skip                                  /* signalled */
      :: else ->
-        x = P.rdy[e] + P.wt[e] + P.dl[e] + P.dp[e];
-        P.rdy[e] = 0; P.wt[e] = 0; P.dl[e] = 0; P.dp[e] = 0;
+        x = rdy[e] + wt[e] + dl[e] + dp[e];
+        rdy[e] = 0; wt[e] = 0; dl[e] = 0; dp[e] = 0;
         if
         :: x == 0 -> skip                                           /* signalled */
         :: else ->
-           SETSTATE(e, CANCELLED); P.jt[e] = 0; ON_TERMINAL(e);
-           if :: WAITLEN(u) == 0 -> P.wu[u] = 0 :: else -> skip fi;
-           if :: P.lk[u] == RES + e -> PROMOTE_WAITER(u, x) :: else -> skip fi
+           SETSTATE(e, CANCELLED); jt[e] = 0; ON_TERMINAL(e);
+           if :: WAITLEN(u) == 0 -> wu[u] = 0 :: else -> skip fi;
+           if :: lk[u] == RES + e -> PROMOTE_WAITER(u, x) :: else -> skip fi
         fi
      fi
   fi;
@@ -375,9 +508,9 @@ inline CANCEL(e) {
 /* unstick.lua: nobody holds or reserved the lock, but waiters: promote the head */
 inline UNSTICK(u) {
   if
-  :: P.lk[u] != 0 -> skip
-  :: (P.lk[u] == 0 && WAITLEN(u) == 0) -> P.wu[u] = 0
-  :: (P.lk[u] == 0 && WAITLEN(u) > 0) -> PROMOTE_WAITER(u, x)
+  :: lk[u] != 0 -> skip
+  :: (lk[u] == 0 && WAITLEN(u) == 0) -> wu[u] = 0
+  :: (lk[u] == 0 && WAITLEN(u) > 0) -> PROMOTE_WAITER(u, x)
   fi;
   x = 0
 }
@@ -385,12 +518,13 @@ inline UNSTICK(u) {
 /* promote_due.lua: due retries → ready (abstract time: every backoff may have passed) */
 inline PROMOTE_DUE() {
   for (ci : 0 .. NJ - 1) {
-    if :: P.dl[ci] -> P.dl[ci] = 0; P.rdy[ci]++ :: else -> skip fi
+    if :: dl[ci] -> dl[ci] = 0; rdy[ci]++ :: else -> skip fi
   }
 }
 
-/* stamp.lua only writes claim times (`started`), which the model replaces by abstract time: an
- * entry may be judged far past its deadline once no attempt of its job is active (see Reaper). */
+/* start.lua (a record take.lua could not decode: not on the modelled path) adds to start_job only
+ * `if not LPOS(KEYS[1], id) then return {'stale', state} end`; stamp.lua only writes claim times,
+ * which the model replaces by abstract time (the Reaper's judgement and the ghost rjs). */
 
 /* a WAITed write: on the replica at once unless the replica lags */
 #define WROTE(p) lag[p] = frozen
@@ -399,14 +533,14 @@ inline PROMOTE_DUE() {
 inline NEWTOK(t) {
   t = 1;
   do
-  :: (t == P.jt[0] || t == P.jt[1] || t == P.jt[2] || t == P.lk[0] || t == P.lk[1] ||
-      t == R.jt[0] || t == R.jt[1] || t == R.jt[2] || t == R.lk[0] || t == R.lk[1] ||
-      t == stok[0] || t == stok[1]) -> t++
+  :: (t == jt[0] || t == jt[1] || t == jt[2] || t == lk[0] || t == lk[1] ||
+      t == r_jt[0] || t == r_jt[1] || t == r_jt[2] || t == r_lk[0] || t == r_lk[1] ||
+      t == stok[0] || t == stok[1] || t == ntok[0] || t == ntok[1]) -> t++
   :: else -> break
   od
 }
 
-#define LISTED(j) (P.rdy[j] > 0 || P.wt[j] > 0 || P.dp[j] > 0 || P.dl[j] || INPROC(j))
+#define LISTED(j) (rdy[j] > 0 || wt[j] > 0 || dp[j] > 0 || dl[j] || INPROC(j))
 #if NL == 2
 #define INPROC(j) (PL(0, j) + PL(1, j) > 0)
 #elif NL == 4
@@ -415,7 +549,7 @@ inline NEWTOK(t) {
 #define INPROC(j) (PL(0, j) + PL(1, j) + PL(2, j) + PL(3, j) + PL(4, j) + PL(5, j) > 0)
 #endif
 #define INPROC_L(L) (PL(L, 0) + PL(L, 1) + PL(L, 2) > 0)
-/* an attempt of job e is between start.lua's answer and its handler's end */
+/* an attempt of job e is between take's answer and its handler's end */
 #define ACTIVE(e) ((win[0] && sj[0] == e) || (hrun[0] && hj[0] == e) || (win[1] && sj[1] == e) || (hrun[1] && hj[1] == e))
 #if NL == 2
 #define ANYPEND (pend[0] || pend[1])
@@ -425,19 +559,26 @@ inline NEWTOK(t) {
 #define ANYPEND (pend[0] || pend[1] || pend[2] || pend[3] || pend[4] || pend[5])
 #endif
 /* the reaper's choices: list l's owner is dead (host key gone) / entry j of l, owner alive, past deadline */
-#define DEADL(l) :: (jd == NOJ && je == NOJ && l < NL && lease[OWNER(l)] == EXPIRED && INPROC_L(l)) -> jd = l
-#define LATE(l, j) :: (lates < LATES && jd == NOJ && je == NOJ && l < NL && lease[OWNER(l)] != EXPIRED && PL(l, j) > 0 && !ACTIVE(j)) -> jl = l; je = j; lates++
+#define DEADL(l) :: (jd == NOJ && rj == NOJ && l < NL && lease[OWNER(l)] == EXPIRED && INPROC_L(l)) -> jd = l
+#define LATE(l, j) :: (lates < LATES && jd == NOJ && rj == NOJ && l < NL && lease[OWNER(l)] != EXPIRED && PL(l, j) > 0 && !ACTIVE(j)) -> jl = l; rj = j; rjs = 0; lates++
 #define LATEL(l) LATE(l, 0) LATE(l, 1) LATE(l, 2)
-#define HELD(j) ((sj[0] == j && !sdead[0]) || (sj[1] == j && !sdead[1]))
-/* no job lost: a job that exists is terminal, in some list or zset, or in a live slot's hands */
-#define KEPT(j) (P.js[j] == NONE || TERMINAL(P.js[j]) || LISTED(j) || HELD(j))
+/* no job lost: a job that exists is terminal or in some list or zset (ready, a processing list,
+ * wait, deps, delayed); and a running job has an entry in a processing list (the only place its
+ * recovery looks: a slot death, a dead host, a deadline) */
+#define KEPT(j) (js[j] == NONE || TERMINAL(js[j]) || LISTED(j))
+#define RUNLISTED(j) (js[j] != RUNNING || INPROC(j))
 /* no lock stranded: a token lock belongs to the running attempt of one of the user's jobs; a
- * reservation names a job that can still start, or has an entry whose start passes it on */
-#define TOKOWNED(u, j) (USER(j) == u && P.js[j] == RUNNING && P.jt[j] == P.lk[u])
-#define LOCKOK(u) (P.lk[u] == 0 || (P.lk[u] >= RES && (!TERMINAL(P.js[P.lk[u] - RES]) || \
-                     P.rdy[P.lk[u] - RES] > 0 || INPROC(P.lk[u] - RES))) || \
-                   (P.lk[u] < RES && (TOKOWNED(u, 0) || TOKOWNED(u, 1) || TOKOWNED(u, 2))))
-#define INVARIANT (KEPT(0) && KEPT(1) && KEPT(2) && LOCKOK(0) && LOCKOK(1))
+ * reservation names a job that can still start, or has an entry whose start passes it on; and a
+ * running job holds its user's lock (per_user = 1) */
+#define TOKOWNED(u, j) (USER(j) == u && js[j] == RUNNING && jt[j] == lk[u])
+#define LOCKOK(u) (lk[u] == 0 || (lk[u] >= RES && (!TERMINAL(js[lk[u] - RES]) || \
+                     rdy[lk[u] - RES] > 0 || INPROC(lk[u] - RES))) || \
+                   (lk[u] < RES && (TOKOWNED(u, 0) || TOKOWNED(u, 1) || TOKOWNED(u, 2))))
+#define LOCKHELD(j) (js[j] != RUNNING || (jt[j] != 0 && lk[USER(j)] == jt[j]))
+#define INVARIANT (KEPT(0) && KEPT(1) && KEPT(2) && RUNLISTED(0) && RUNLISTED(1) && RUNLISTED(2) && \
+                   LOCKOK(0) && LOCKOK(1) && LOCKHELD(0) && LOCKHELD(1) && LOCKHELD(2))
+/* handlers of user u's jobs running now (per_user = 1: at most one) */
+#define URUN(u) ((USER(0) == (u) -> running[0] : 0) + (USER(1) == (u) -> running[1] : 0) + (USER(2) == (u) -> running[2] : 0))
 
 /* ------------------------------------------------------------------------------------------- */
 /* processes                                                                                    */
@@ -451,12 +592,40 @@ inline NEWTOK(t) {
 /* a Redis call that fails without running */
 #define CALL_FAILS (!hdead[s] && errs < ERRS) -> errs++
 
+/* what the slot knows after a take's answer: the job in hand, whether its attempt is live, and
+ * whether that attempt was started while the lease was fresh (an adopted one keeps its own) */
+#define TOOK(s, e, res) \
+  if \
+  :: res == R_RUN -> sj[s] = e; win[s] = 1; if :: !adp -> cov[s] = (lease[s] == FRESH) :: else -> skip fi \
+  :: res == R_NOLEASE -> sj[s] = e; win[s] = 0; cov[s] = 0 \
+  :: else -> sj[s] = NOJ; win[s] = 0; cov[s] = 0 \
+  fi
+
+/* between jobs: nothing in hand (a local step: no crash point of its own) */
+#define NEXT \
+  sj[s] = NOJ; stok[s] = 0; ntok[s] = 0; win[s] = 0; cov[s] = 0; fk[s] = 0; \
+  e = NOJ; g = NOJ; v = 0; res = 0; rty = 0; tn = 0; rec = due; goto endloop
+
+/* Slot.taken: run it; NoLease: put the BLMOVE's entry back, claim nothing until renewed; a raw
+ * entry: dead-letter it; else (parked, ended, stale, empty: report_not_run) the next claim */
+#define TAKEN \
+  if \
+  :: res == R_RUN -> rty = 0; g = NOJ; res = 0; goto launch \
+  :: (res == R_NOLEASE && e != NOJ) -> lap = 1; goto unclaim \
+  :: (res == R_NOLEASE && e == NOJ) -> lap = 1; NEXT \
+  :: res == R_RAW -> goto deadletter \
+  :: (res != R_RUN && res != R_NOLEASE && res != R_RAW) -> NEXT \
+  fi
+
+/* settle_take answered: the job it started (sj[s], with the next suffix) is the slot's now */
+#define SETTOOK e = sj[s]; stok[s] = ntok[s]; ntok[s] = 0; TAKEN
+
 proctype Slot(byte s) {                    /* slots/slot.py: Slot.main, Slot.step */
-  byte L, e, t, v, res;
-  bit due, rec;                            /* reconcile_due; reconcile on this turn */
+  byte L, e, g, v, res;                    /* list; job in hand; the BLMOVE's entry; verdict; answer */
+  bit due, rec, lap, rty, tn;              /* reconcile_due; reconcile now; lease_lapsed; retry; take_next */
 boot:                                      /* forked with its list registered (register_list) */
-  atomic { L = lst[s]; due = 1; rec = 1; e = NOJ; t = 0; v = 0; res = 0 }
-endloop:
+  atomic { L = lst[s]; due = 1; rec = 1; lap = 0; e = NOJ; g = NOJ; v = 0; res = 0; rty = 0; tn = 0 }
+endloop:                                   /* Slot.step: reconcile, claim */
   if
   SLOT_CRASH
   /* Slot.reconcile: our list must be empty between jobs; requeue.lua 'unclaim' each entry */
@@ -468,96 +637,131 @@ endloop:
        :: PL(L, 2) > 0 -> e = 2
        :: else -> due = 0; rec = 0
        fi;
-       if :: e != NOJ -> REQUEUE(L, e, RS_UNCLAIM, 0, res); e = NOJ; res = 0 :: else -> skip fi }
-  /* Queue.claim: LMOVE ready:hi / BLMOVE ready:lo → our list (blocks while ready is empty) */
+       if :: e != NOJ -> REQUEUE(L, e, RS_UNCLAIM, 0, 0, res); e = NOJ; res = 0 :: else -> skip fi }
+  /* lease_renewed (after a NoLease: PTTL until renewed), then Queue.claim: LMOVE ready:hi /
+     BLMOVE ready:lo → our list (blocks while ready is empty) */
   :: atomic { !rec && CALL_FAILS; due = 1; rec = 1 }
-  :: atomic { (!rec && !hdead[s] && (P.rdy[0] > 0 || P.rdy[1] > 0 || P.rdy[2] > 0)) ->
+  :: atomic { (!rec && !hdead[s] && (!lap || lease[s] == FRESH) && (rdy[0] > 0 || rdy[1] > 0 || rdy[2] > 0)) ->
+       lap = 0;
        if
-       :: P.rdy[0] > 0 -> e = 0
-       :: P.rdy[1] > 0 -> e = 1
-       :: P.rdy[2] > 0 -> e = 2
+       :: rdy[0] > 0 -> g = 0
+       :: rdy[1] > 0 -> g = 1
+       :: rdy[2] > 0 -> g = 2
        fi;
-       P.rdy[e]--; PL(L, e)++;
+       rdy[g]--; PL(L, g)++;
        if
-       :: sj[s] = e; goto start
-       :: errs < ERRS -> errs++; e = NOJ; due = 1; rec = 1          /* moved, reply lost */
+       :: sj[s] = g; goto take
+       :: errs < ERRS -> errs++; g = NOJ; due = 1; rec = 1          /* moved, reply lost */
        fi }
   fi;
   goto endloop;
 
-start:                                     /* Slot.start → Queue.start → start.lua (+ WAIT) */
+take:                                      /* Slot.take → Queue.take → take.lua (+ WAIT) */
   if
   SLOT_CRASH
-  :: atomic { CALL_FAILS; due = 1; if :: goto start :: goto giveup fi }  /* 20 failures: raise */
+  :: atomic { CALL_FAILS; due = 1; rty = 1;
+       if :: goto take :: NEXT fi }                                /* 20 failures: raise, reconcile */
   :: atomic { !hdead[s] ->
-       if :: t == 0 -> NEWTOK(t); stok[s] = t :: else -> skip fi;  /* the suffix, kept for retries */
-       START(L, e, t, res); WROTE(1 + s);
-       win[s] = (res == R_RUN);                                    /* its claim time is now */
+       if :: stok[s] == 0 -> NEWTOK(x); stok[s] = x; x = 0 :: else -> skip fi;  /* kept for retries */
+       TAKE(L, g, rty, stok[s], e, res); WROTE(1 + s);
+       TOOK(s, e, res);
        if
-       :: lag[1 + s] == 0 -> goto started                          /* acknowledged */
-       :: errs < ERRS -> errs++; due = 1; goto start               /* reply lost: same suffix */
+       :: lag[1 + s] == 0 -> TAKEN                                 /* acknowledged */
+       :: errs < ERRS -> errs++; due = 1; rty = 1; goto take       /* reply lost: same suffix */
        :: lag[1 + s] != 0 -> skip                                  /* WAIT: the replica lags */
        fi }
      if
      SLOT_CRASH
-     :: atomic { lag[1 + s] == 0 -> goto started }
-     :: atomic { lag[1 + s] != 0 -> due = 1; goto start }          /* NotReplicated: retry */
+     :: atomic { lag[1 + s] == 0 -> TAKEN }
+     :: atomic { lag[1 + s] != 0 -> due = 1; rty = 1; goto take }  /* NotReplicated: retry */
      fi
   fi;
-started:
-  /* not run (parked / ended / stale: report_not_run); or Slot.execute → runner.spawn, only while
-     the host's lease is fresh and the fence has not stopped this attempt */
+unclaim:                                   /* NoLease with the BLMOVE's entry: requeue.lua 'unclaim' */
   if
   SLOT_CRASH
-  :: atomic { res != R_RUN -> sj[s] = NOJ; stok[s] = 0; win[s] = 0; e = NOJ; t = 0; res = 0; rec = due; goto endloop }
-  :: atomic { (res == R_RUN && !hdead[s] && lease[s] == FRESH && !fk[s]) ->
-       assert(running[e] == 0);           /* never two attempts of one job at once */
-       running[e]++; hrun[s] = 1; hj[s] = e }
-  :: atomic { (res == R_RUN && !hdead[s] && (lease[s] != FRESH || fk[s])) ->
-       fk[s] = 1; win[s] = 0; v = V_REQUEUE; goto settle }
+  :: atomic { CALL_FAILS; due = 1; NEXT }                        /* reconcile puts it back */
+  :: atomic { !hdead[s] -> REQUEUE(L, e, RS_UNCLAIM, 0, 0, res); NEXT }
   fi;
 
-  /* runner.run until the handler ends; kinds.conclude; Slot.verdict */
+deadletter:                                /* Slot.load: decode_submit refuses an id → deadletter.lua */
+  if
+  SLOT_CRASH
+  :: atomic { CALL_FAILS; due = 1; NEXT }
+  :: atomic { !hdead[s] -> DEADLETTER(L, e); NEXT }
+  fi;
+
+launch:                                    /* Slot.run → Slot.execute → runner.spawn (no lease gate) */
+  if
+  SLOT_CRASH
+  :: atomic { !hdead[s] ->
+       assert(running[e] == 0);            /* property: never two attempts of one job at once */
+       assert(URUN(USER(e)) == 0);         /* property: never two jobs of one per_user = 1 user at once */
+       running[e]++; hrun[s] = 1; hj[s] = e }
+  fi;
+
+handler:                                   /* runner.run until the handler ends; kinds.conclude; Slot.verdict */
   if
   :: hdead[s] -> goto dead                 /* PDEATHSIG: the handler was killed with the host */
   :: atomic { (!hdead[s] && crashes < CRASHES) -> crashes++; goto dead }   /* handler orphaned */
-  :: atomic { !hdead[s] && fk[s] -> v = V_REQUEUE; win[s] = 0 }           /* fenced: interrupted */
+  /* the fence stopped it (SIGUSR1: abort; the settle takes nothing) */
+  :: atomic { !hdead[s] && fk[s] -> v = V_REQUEUE; win[s] = 0; cov[s] = 0; tn = 0 }
+  /* Slot._tick: our own poll sees the lease lapsing (PTTL < kill + poll): stopped, 'fenced' */
+  :: atomic { !hdead[s] && !fk[s] && lease[s] != FRESH ->
+       v = V_REQUEUE; hrun[s] = 0; running[e]--; win[s] = 0; cov[s] = 0; tn = 1 }
   :: atomic { !hdead[s] && !fk[s] ->
        if
        :: v = V_COMPLETED
        :: e == 0 -> v = V_FAILED                                       /* final, or a timeout */
-       :: (retries < RETRIES && P.jr[e] + 1 < MAXTRIES) -> retries++; v = V_RETRY   /* tries left */
-       :: P.jc[e] -> v = V_CANCELLED                                   /* poll_attempt: cancel */
-       :: P.jt[e] != t -> v = V_REQUEUE                                /* poll_attempt: fenced */
+       :: (retries < RETRIES && jr[e] + 1 < MAXTRIES) -> retries++; v = V_RETRY   /* tries left */
+       :: jc[e] -> v = V_CANCELLED                                   /* poll_attempt: cancel */
+       :: jt[e] != stok[s] -> v = V_REQUEUE                          /* poll_attempt: fenced */
        fi;
-       hrun[s] = 0; running[e]--; win[s] = 0 }
+       hrun[s] = 0; running[e]--; win[s] = 0; cov[s] = 0; tn = 1 }
   fi;
 
-settle:                                    /* Slot.settle → Queue.settle → settle.lua (+ WAIT) */
+settle:                                    /* Slot.settle: settle_take.lua (+ WAIT), settle.lua when aborting */
+#ifdef FAULT_RELEASE_BEFORE_RESULT
+  /* seeded fault: the user's lock is freed by a call of its own before the result is written */
   if
   SLOT_CRASH
-  :: atomic { CALL_FAILS; due = 1; goto settle }
-  :: atomic { !hdead[s] -> SETTLE(L, e, t, v, res); WROTE(1 + s);
+  :: atomic { !hdead[s] -> if :: jt[e] == stok[s] -> RELEASE_LOCK(USER(e), stok[s], x); x = 0 :: else -> skip fi }
+  fi;
+#endif
+  if
+  SLOT_CRASH
+  :: atomic { CALL_FAILS; due = 1; rty = 1; goto settle }
+  :: atomic { !hdead[s] && !tn -> SETTLE(L, e, stok[s], v, res); WROTE(1 + s); res = 0;
        if
-       :: lag[1 + s] == 0 -> goto settled                          /* acknowledged: ok or fenced */
-       :: errs < ERRS -> errs++; due = 1; goto settle              /* reply lost: retry */
+       :: lag[1 + s] == 0 -> NEXT                                  /* acknowledged: ok or fenced */
+       :: errs < ERRS -> errs++; due = 1; rty = 1; goto settle     /* reply lost: retry */
        :: lag[1 + s] != 0 -> skip
        fi }
      if
      SLOT_CRASH
-     :: atomic { lag[1 + s] == 0 -> goto settled }
-     :: atomic { lag[1 + s] != 0 -> due = 1; goto settle }         /* NotReplicated: retry */
+     :: atomic { lag[1 + s] == 0 -> NEXT }
+     :: atomic { lag[1 + s] != 0 -> due = 1; rty = 1; goto settle }  /* NotReplicated: retry */
+     fi
+  :: atomic { !hdead[s] && tn ->
+       if :: ntok[s] == 0 -> NEWTOK(x); ntok[s] = x; x = 0 :: else -> skip fi;
+       SETTLE_TAKE(L, e, stok[s], v, rty, ntok[s], nj, sres, res); sres = 0; WROTE(1 + s);
+       TOOK(s, nj, res); nj = 0;                                   /* the taken job: sj[s] */
+       if
+       :: lag[1 + s] == 0 -> SETTOOK                               /* acknowledged: run what it took */
+       :: errs < ERRS -> errs++; due = 1; rty = 1; goto settle     /* reply lost: retry, same suffixes */
+       :: lag[1 + s] != 0 -> skip
+       fi }
+     if
+     SLOT_CRASH
+     :: atomic { lag[1 + s] == 0 -> SETTOOK }
+     :: atomic { lag[1 + s] != 0 -> due = 1; rty = 1; goto settle }  /* NotReplicated: retry */
      fi
   fi;
-settled:
-  atomic { sj[s] = NOJ; stok[s] = 0; fk[s] = 0; win[s] = 0; e = NOJ; t = 0; v = 0; res = 0; rec = due; goto endloop }
-giveup:                                    /* start raised: the step fails, reconcile is due */
-  atomic { sj[s] = NOJ; stok[s] = 0; win[s] = 0; e = NOJ; t = 0; res = 0; rec = due; goto endloop }
 
 dead:                                      /* the process is gone; a launched handler runs on */
   atomic {
-    sdead[s] = 1; sj[s] = NOJ; stok[s] = 0; win[s] = 0; fk[s] = 0; lag[1 + s] = 0;
-    e = NOJ; t = 0; v = 0; res = 0; due = 0; rec = 0; L = 0
+    sdead[s] = 1; sj[s] = NOJ; stok[s] = 0; ntok[s] = 0; win[s] = 0; fk[s] = 0; lag[1 + s] = 0;
+    if :: !hrun[s] -> cov[s] = 0 :: else -> skip fi;
+    e = NOJ; g = NOJ; v = 0; res = 0; due = 0; rec = 0; lap = 0; rty = 0; tn = 0; L = 0
   }
 enddead:
   sdead[s] == 0;                           /* respawned by its supervisor */
@@ -572,7 +776,7 @@ end:
   do
   /* on_slot_exit: kill the dead slot's job tree, hand its list to the housekeeper */
   :: atomic { !hdead[h] && sdead[h] && !tk[h] ->
-       if :: hrun[h] -> hrun[h] = 0; running[hj[h]]-- :: else -> skip fi;
+       if :: hrun[h] -> hrun[h] = 0; running[hj[h]]--; cov[h] = 0 :: else -> skip fi;
        tk[h] = 1; pend[lst[h]] = 1 }
   /* the table's verdict: respawn with a new incarnation (a new processing list) */
   :: atomic { !hdead[h] && tk[h] && inc[h] < CRASHES ->
@@ -589,34 +793,38 @@ end:
        :: else -> pend[L] = 0                                      /* list done */
        fi;
        if
-       :: e != NOJ -> REQUEUE(L, e, RS_CRASH, 0, res)
+       :: e != NOJ -> REQUEUE(L, e, RS_CRASH, 0, 0, res)
        :: else -> skip
        fi;
        L = 0; e = 0; res = 0 }
   /* Housekeeper.heartbeat: SET host:<h> (the write can fail: then this step just does not happen) */
   :: atomic { !hdead[h] && lease[h] != FRESH -> lease[h] = FRESH }
-  /* the fence: the last heartbeat write is older than the fence interval: stop the host's attempts */
-  :: atomic { !hdead[h] && lease[h] == STALE && ((win[h] && !fk[h]) || hrun[h]) ->
-       if :: win[h] -> fk[h] = 1 :: else -> skip fi;
-       if :: hrun[h] -> hrun[h] = 0; running[hj[h]]-- :: else -> skip fi }
+  /* daemon.check_fence: the last heartbeat write is older than the fence interval: a busy slot
+     (its Busy report came: the handler runs) is told to abort (SIGUSR1) and the attempt's group
+     is killed (TERM, KILL after kill_grace). Once per lapse in the code; here whenever enabled,
+     which only adds behaviours. */
+  :: atomic { !hdead[h] && lease[h] == STALE && win[h] && hrun[h] && !fk[h] ->
+       fk[h] = 1; hrun[h] = 0; running[hj[h]]-- }
   /* the supervisor dies: the host's processes die with it (PDEATHSIG; the unit's cgroup) */
   :: atomic { !hdead[h] && crashes < CRASHES ->
        crashes++; hdead[h] = 1;
        if :: hrun[h] -> hrun[h] = 0; running[hj[h]]-- :: else -> skip fi;
-       win[h] = 0 }
+       win[h] = 0; cov[h] = 0 }
      break
   od
 }
 
 /* supervisor/reaper.py Housekeeper.reap on whichever host holds the reaper lease */
 active proctype Reaper() {
-  byte L, e, jd, jl, je, res;
-  jd = NOJ; jl = NOJ; je = NOJ;
+  byte e, jd, jl, res;
+  jd = NOJ; jl = NOJ;
 end:
   do
-  :: atomic { (P.dl[0] || P.dl[1] || P.dl[2]) -> PROMOTE_DUE() }     /* promote_due.lua */
-  :: atomic { P.wu[0] -> UNSTICK(0) }                              /* sweep: unstick.lua */
-  :: atomic { P.wu[1] -> UNSTICK(1) }
+  :: atomic { (dl[0] || dl[1] || dl[2]) -> PROMOTE_DUE() }     /* promote_due.lua */
+  /* sweep: unstick.lua for each member of waitusers (only when it changes something: with the
+     lock held it answers '' and changes nothing, and Spin's weak fairness is per process) */
+  :: atomic { (wu[0] && lk[0] == 0) -> UNSTICK(0) }
+  :: atomic { (wu[1] && lk[1] == 0) -> UNSTICK(1) }
   /* check_list: the owner's host key is gone → requeue_list(..., 'crash', owner_incarnation) */
   :: atomic {
        if DEADL(0) DEADL(1) DEADL(2) DEADL(3) DEADL(4) DEADL(5) fi }
@@ -629,27 +837,20 @@ end:
        :: else -> jd = NOJ                                           /* list done */
        fi;
        if
-       :: e != NOJ -> REQUEUE(jd, e, RS_CRASH, 1, res);
+       :: e != NOJ -> REQUEUE(jd, e, RS_CRASH, 1, 0, res);
           if :: res == R_ALIVE -> jd = NOJ :: else -> skip fi     /* owner back: stop */
        :: else -> skip
        fi;
        e = 0; res = 0 }
-  /* check_list, owner alive: stamp.lua, then an entry far past its deadline → requeue 'deadline'.
-     Abstract time: an entry is far past its deadline once no attempt of its job is between
-     start.lua's answer and its handler's end (the runner kills a handler at its deadline). */
+  /* check_list, owner alive: stamp.lua, then an entry far past its deadline → requeue 'deadline'
+     with the stamp it judged (ARGV[9]). Abstract time: an entry is far past its deadline once no
+     attempt of its job is between take's answer and its handler's end (the runner kills a
+     handler at its deadline); `rjs` records whether the stamp changed since. */
   :: atomic {
        if LATEL(0) LATEL(1) LATEL(2) LATEL(3) LATEL(4) LATEL(5) fi }
-  :: atomic { je != NOJ ->
-#ifdef FIX_STAMP_RECHECK
-       /* proposed: requeue.lua re-checks that the claim stamp is still the one judged old (a
-          start.lua since then re-stamped it): ARGV stamp, HGET started <entry> */
-       if :: ACTIVE(je) -> skip :: else -> REQUEUE(jl, je, RS_DEADLINE, 0, res) fi;
-#else
-       REQUEUE(jl, je, RS_DEADLINE, 0, res);
-#endif
-       jl = NOJ; je = NOJ; res = 0 }
+  :: atomic { rj != NOJ -> REQUEUE(jl, rj, RS_DEADLINE, 0, 1, res); jl = NOJ; rj = NOJ; rjs = 0; res = 0 }
   /* the reaper's host dies: another host's reaper takes the lease and starts over */
-  :: atomic { crashes < CRASHES -> crashes++; jd = NOJ; jl = NOJ; je = NOJ }
+  :: atomic { crashes < CRASHES -> crashes++; jd = NOJ; jl = NOJ; rj = NOJ; rjs = 0 }
   od
 }
 
@@ -658,7 +859,7 @@ end:
 active proctype Producer() {
   byte e;
   do
-  :: e < NJ ->
+  :: e < JOBS ->
      if
      :: atomic { crashes < CRASHES -> crashes++; goto gone }
      :: atomic { ENQUEUE(e); WROTE(0) }
@@ -667,7 +868,7 @@ active proctype Producer() {
         :: lag[0] != 0 -> skip                                      /* NotReplicated: again */
         fi
      fi
-  :: e == NJ -> break
+  :: e == JOBS -> break
   od;
 gone:
   pdone = 1
@@ -683,26 +884,30 @@ active proctype Canceller() {
 }
 
 /* time and replication */
-inline COPY(D, S) {
-  for (ci : 0 .. NJ - 1) {
-    D.js[ci] = S.js[ci]; D.jt[ci] = S.jt[ci]; D.jc[ci] = S.jc[ci]; D.jw[ci] = S.jw[ci];
-    D.jx[ci] = S.jx[ci]; D.jr[ci] = S.jr[ci]; D.rdy[ci] = S.rdy[ci]; D.wt[ci] = S.wt[ci];
-    D.dp[ci] = S.dp[ci]; D.dl[ci] = S.dl[ci]
-  }
-  for (ci : 0 .. NL * NJ - 1) { D.pl[ci] = S.pl[ci] }
-  for (ci : 0 .. NU - 1) { D.lk[ci] = S.lk[ci]; D.wu[ci] = S.wu[ci] }
+/* the replica stops taking writes: it keeps a copy of the primary as of now */
+inline SNAPSHOT() {
+  for (ci : 0 .. NJ - 1) { r_js[ci] = js[ci]; r_jt[ci] = jt[ci]; r_jc[ci] = jc[ci]; r_jw[ci] = jw[ci]; r_jx[ci] = jx[ci]; r_jr[ci] = jr[ci]; r_rdy[ci] = rdy[ci]; r_wt[ci] = wt[ci]; r_dp[ci] = dp[ci]; r_dl[ci] = dl[ci] }
+  for (ci : 0 .. NL * NJ - 1) { r_pl[ci] = pl[ci] }
+  for (ci : 0 .. NU - 1) { r_lk[ci] = lk[ci]; r_wu[ci] = wu[ci] }
 }
-inline ZERO(D) {
-  for (ci : 0 .. NJ - 1) {
-    D.js[ci] = 0; D.jt[ci] = 0; D.jc[ci] = 0; D.jw[ci] = 0; D.jx[ci] = 0; D.jr[ci] = 0;
-    D.rdy[ci] = 0; D.wt[ci] = 0; D.dp[ci] = 0; D.dl[ci] = 0
-  }
-  for (ci : 0 .. NL * NJ - 1) { D.pl[ci] = 0 }
-  for (ci : 0 .. NU - 1) { D.lk[ci] = 0; D.wu[ci] = 0 }
+/* failover: the lagging replica becomes the primary */
+inline FAILOVER() {
+  for (ci : 0 .. NJ - 1) { js[ci] = r_js[ci]; jt[ci] = r_jt[ci]; jc[ci] = r_jc[ci]; jw[ci] = r_jw[ci]; jx[ci] = r_jx[ci]; jr[ci] = r_jr[ci]; rdy[ci] = r_rdy[ci]; wt[ci] = r_wt[ci]; dp[ci] = r_dp[ci]; dl[ci] = r_dl[ci] }
+  for (ci : 0 .. NL * NJ - 1) { pl[ci] = r_pl[ci] }
+  for (ci : 0 .. NU - 1) { lk[ci] = r_lk[ci]; wu[ci] = r_wu[ci] }
 }
-
+/* the replica has everything again (its copy is not needed: zero keeps the state vector canonical) */
+inline RZERO() {
+  for (ci : 0 .. NJ - 1) { r_js[ci] = 0; r_jt[ci] = 0; r_jc[ci] = 0; r_jw[ci] = 0; r_jx[ci] = 0; r_jr[ci] = 0; r_rdy[ci] = 0; r_wt[ci] = 0; r_dp[ci] = 0; r_dl[ci] = 0 }
+  for (ci : 0 .. NL * NJ - 1) { r_pl[ci] = 0 }
+  for (ci : 0 .. NU - 1) { r_lk[ci] = 0; r_wu[ci] = 0 }
+}
 #define LAPSE(h) (lease[h] == FRESH && (hdead[h] || lapses < LAPSES))
-#define EXPIRES(h) (lease[h] == STALE && !hrun[h] && (!win[h] || fk[h]))
+/* the key expires only once the host's covered attempt has stopped: the take's min_lease (kill +
+ * 2 polls) lets the fence or the slot's own poll stop an attempt started on a FRESH lease before
+ * the key runs out (3 x heartbeat > fence + kill). An attempt started while the lease was not
+ * fresh has no such margin. */
+#define EXPIRES(h) (lease[h] == STALE && !(cov[h] && (hrun[h] || win[h])))
 active proctype Env() {
 end:
   do
@@ -713,19 +918,38 @@ end:
   :: atomic { EXPIRES(0) -> lease[0] = EXPIRED }
   :: atomic { EXPIRES(1) -> lease[1] = EXPIRED }
   /* replication: the replica stops taking writes here ... */
-  :: atomic { !frozen && freezes < FREEZES -> freezes++; frozen = 1; COPY(R, P) }
+  :: atomic { !frozen && freezes < FREEZES -> freezes++; frozen = 1; SNAPSHOT() }
   /* ... and catches up (the WAITs in flight are answered) */
-  :: atomic { frozen -> frozen = 0; ZERO(R);
+  :: atomic { frozen -> frozen = 0; RZERO();
        for (ci : 0 .. NS) { if :: lag[ci] == 1 -> lag[ci] = 0 :: else -> skip fi } }
   /* ... or fails over: the primary becomes the lagging replica; unreplicated writes are lost */
-  :: atomic { frozen -> COPY(P, R); frozen = 0; ZERO(R);
+  :: atomic { frozen -> FAILOVER(); frozen = 0; RZERO();
        for (ci : 0 .. NS) { if :: lag[ci] == 1 -> lag[ci] = 2 :: else -> skip fi } }
   od
 }
 
+/* every job that exists has ended, no lock is held and nothing is parked (so every parked job was
+ * promoted, no lock stranded, no job lost) */
+#define QUIET (lk[0] == 0 && lk[1] == 0 && \
+  (js[0] == 0 || js[0] >= 4) && (js[1] == 0 || js[1] >= 4) && (js[2] == 0 || js[2] >= 4) && \
+  wt[0] + wt[1] + wt[2] + dp[0] + dp[1] + dp[2] == 0)
+
+/* when nothing can move any more (the budgets are spent and every process is blocked), every job
+ * has settled: checked in every safety run, whatever the budgets (the LTL property `settles`
+ * below is the same under weak fairness, which also rules out cycles, at a much higher cost) */
+active proctype Quiesce() {
+end:
+  timeout -> assert(QUIET)                  /* property: every job settles (at quiescence) */
+}
+
 active proctype Monitor() {
 end:
-  atomic { !INVARIANT -> assert(INVARIANT) }
+  atomic { !INVARIANT ->
+    assert(KEPT(0) && KEPT(1) && KEPT(2));                /* property: no job lost */
+    assert(RUNLISTED(0) && RUNLISTED(1) && RUNLISTED(2)); /* property: a running job is in a processing list */
+    assert(LOCKOK(0) && LOCKOK(1));                       /* property: no lock stranded */
+    assert(LOCKHELD(0) && LOCKHELD(1) && LOCKHELD(2))     /* property: a running job holds its user's lock */
+  }
 }
 
 init {
@@ -736,9 +960,5 @@ init {
   }
 }
 
-/* liveness: eventually for good every job that exists has ended, no lock is held and nothing is
- * parked (so every parked job was promoted, no lock stranded, no job lost) */
-#define QUIET (P.lk[0] == 0 && P.lk[1] == 0 && \
-  (P.js[0] == 0 || P.js[0] >= 4) && (P.js[1] == 0 || P.js[1] >= 4) && (P.js[2] == 0 || P.js[2] >= 4) && \
-  P.wt[0] + P.wt[1] + P.wt[2] + P.dp[0] + P.dp[1] + P.dp[2] == 0)
+/* liveness: eventually for good QUIET (under weak fairness: pan -a -f) */
 ltl settles { <> [] QUIET }

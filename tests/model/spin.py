@@ -1,8 +1,14 @@
-"""Run Spin on model/protocol.pml in a scratch directory and read its verdict."""
+"""Run Spin on model/protocol.pml in a scratch directory and read its verdict.
+
+By hand (what ``run`` does): ``spin -a -DERRS=1 ... protocol.pml && gcc -O0 -DSAFETY -DNOCLAIM -o pan
+pan.c && ./pan -m3000000``; a counterexample is replayed with ``spin -DERRS=1 ... -t -p -g
+protocol.pml`` (``summarize`` turns that replay into one line per step that changes Redis, a lease,
+a handler or a budget)."""
 
 from __future__ import annotations
 
 import re
+import resource
 import shutil
 import subprocess
 import time
@@ -10,41 +16,205 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODEL = Path(__file__).resolve().parents[2] / "model" / "protocol.pml"
-# The three protocol changes the model proposes (model/README.md, "Findings"); without them spin
-# finds the counterexamples test_spin.py shows.
-FIXES = ("FIX_STAMP_RECHECK", "FIX_START_LPOS", "FIX_START_HOSTKEY")
-ZERO = dict(CRASHES=0, ERRS=0, LAPSES=0, CANCELS=0, LATES=0, FREEZES=0, RETRIES=0)
+# Every budget at 0 and all three jobs: a run names the budgets it raises.
+ZERO = dict(CRASHES=0, ERRS=0, LAPSES=0, CANCELS=0, LATES=0, FREEZES=0, RETRIES=0, JOBS=3)
+# The changes model/README.md proposes for what spin still finds in the Lua ("Findings" 4 to 6).
+FIX_TAKE_RETRY_LPOS = "FIX_TAKE_RETRY_LPOS"
+FIX_TAKE_RETRY_LEASE = "FIX_TAKE_RETRY_LEASE"
+FIX_SETTLE_TAKE_RETRY = "FIX_SETTLE_TAKE_RETRY"
+PROPOSED = (FIX_TAKE_RETRY_LPOS, FIX_TAKE_RETRY_LEASE, FIX_SETTLE_TAKE_RETRY)
+
+STATES = {0: "none", 1: "queued", 2: "waiting", 3: "running", 4: "completed", 5: "failed", 6: "cancelled"}
+LEASES = {0: "FRESH", 1: "STALE", 2: "EXPIRED"}
+NJ = 3
 
 
 @dataclass
 class Verdict:
     errors: int
-    stored: int
-    seconds: float
+    stored: int  # states stored
+    depth: int  # depth reached
+    seconds: float  # pan's wall time
+    cpu: float  # pan's CPU time (user + system)
+    prop: str  # the property a counterexample violates ("" if none)
     trail_steps: int  # length of the counterexample, 0 if none
-    trail: str  # the counterexample's Redis-visible steps, "" if none
+    trail: str  # the counterexample, summarized (one line per step that changes something), "" if none
     output: str
 
 
-def run(tmp: Path, budgets: dict[str, int], flags: tuple[str, ...] = (), liveness: bool = False) -> Verdict:
-    """Safety (assertions, invariant, invalid end states) or, with ``liveness``, the ``settles``
-    LTL property under weak fairness."""
+def run(tmp: Path, budgets: dict[str, int], flags: tuple[str, ...] = (), liveness: bool = False,
+        shortest: bool = False) -> Verdict:
+    """Safety (assertions, the Monitor's invariant, Quiesce, invalid end states) or, with
+    ``liveness``, the ``settles`` LTL property under weak fairness. ``shortest``: breadth-first, so
+    a counterexample is a shortest one (for the runs that expect one: their state spaces are small)."""
     defs = [f"-D{k}={v}" for k, v in {**ZERO, **budgets}.items()] + [f"-D{f}" for f in flags]
+    defs += ["-DSHOWN"] if shortest else []
     shutil.copy(MODEL, tmp / "protocol.pml")
     subprocess.run(["spin", "-a", *defs, "protocol.pml"], cwd=tmp, check=True, capture_output=True)
-    cc = ["-DNFAIR=4"] if liveness else ["-DSAFETY", "-DNOCLAIM"]
+    cc = ["-DNFAIR=4"] if liveness else ["-DSAFETY", "-DNOCLAIM"] + (["-DBFS"] if shortest else [])
     subprocess.run(["gcc", "-O0", "-w", *cc, "-o", "pan", "pan.c"], cwd=tmp, check=True, capture_output=True)
-    t0 = time.monotonic()
     args = ["./pan", "-m3000000"] + (["-a", "-f"] if liveness else [])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
     out = subprocess.run(args, cwd=tmp, capture_output=True, text=True).stdout
     seconds = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     errors = int(re.search(r"errors: (\d+)", out).group(1))
     stored = int(re.search(r"(\d+) states, stored", out).group(1))
-    steps, trail = 0, ""
+    depth = int(re.search(r"depth reached (\d+)", out).group(1))
+    prop, steps, trail = "", 0, ""
     if errors:
-        sim = subprocess.run(["spin", *defs, "-t", "-p", "protocol.pml"], cwd=tmp, capture_output=True, text=True).stdout
-        moves = [ln for ln in sim.splitlines() if re.match(r"\s*\d+:\s+proc", ln)]
-        steps = max((int(ln.split(":")[0]) for ln in moves), default=0)
-        keep = re.compile(r"\[(P\.\w+\[[^]]*\] = |running\[e\] = \(running|lease\[\w+\] = |assert|errs = |hdead)")
-        trail = "\n".join(re.sub(r"\s+", " ", ln.strip()) for ln in moves if keep.search(ln))
-    return Verdict(errors, stored, seconds, steps, trail, out)
+        sim = subprocess.run(["spin", *defs, "-t", "-p", "-g", "protocol.pml"], cwd=tmp, capture_output=True,
+                             text=True).stdout
+        steps = max((int(m.group(1)) for m in re.finditer(r"^\s*(\d+):\s+proc", sim, re.M)), default=0)
+        prop = violated(sim, out)
+        trail = "\n".join(summarize(sim))
+    return Verdict(errors, stored, depth, seconds, cpu, prop, steps, trail, out)
+
+
+def violated(sim: str, pan_out: str) -> str:
+    """The property a counterexample breaks: the ``/* property: ... */`` comment on the failing
+    assertion's line (the SETSTATE macro's check is 'one terminal state'), or the LTL claim."""
+    if "acceptance cycle" in pan_out:
+        return "settles (LTL, weak fairness): an acceptance cycle"
+    m = re.search(r"spin: protocol\.pml:(\d+), Error: assertion violated", sim)
+    if not m:
+        return "invalid end state" if "invalid end state" in pan_out else "?"
+    text = re.search(r"text of failed assertion: (.*)", sim)
+    if text and text.group(1).replace(" ", "").startswith("assert(!((js["):
+        return "one terminal state per job"
+    line = MODEL.read_text().splitlines()[int(m.group(1)) - 1]
+    c = re.search(r"/\* property: (.*?) \*/", line)
+    return c.group(1) if c else line.strip()
+
+
+def _name(var: str, value: int) -> str:
+    """A global's value in the protocol's words."""
+    m = re.fullmatch(r"(js|jt|jc|jw|jx|jr|rdy|pl|wt|dp|dl|lk|wu)\[(\d+)\]", var)
+    if m:
+        f, i = m.group(1), int(m.group(2))
+        if f == "js":
+            return f"job {i} {STATES.get(value, value)}"
+        if f == "jt":
+            return f"job {i} token {value or chr(39) * 2}"
+        if f == "pl":
+            return f"list {i // NJ} holds job {i % NJ} x{value}"
+        if f == "lk":
+            lock = "free" if value == 0 else (f"r:{value - 100}" if value >= 100 else f"token {value}")
+            return f"lock:{i} {lock}"
+        what = {"rdy": "ready", "wt": "wait", "dp": "deps", "dl": "delayed", "jc": "cancel", "jw": "waits",
+                "jx": "crashes", "jr": "tries", "wu": "waitusers"}.get(f, f)
+        return f"job {i} {what} x{value}" if f != "wu" else f"waitusers has user {i}: {value}"
+    m = re.fullmatch(r"lease\[(\d+)\]", var)
+    if m:
+        return f"host {m.group(1)} lease {LEASES.get(value, value)}"
+    m = re.fullmatch(r"running\[(\d+)\]", var)
+    if m:
+        return f"handlers of job {m.group(1)}: {value}"
+    m = re.fullmatch(r"hdead\[(\d+)\]", var)
+    if m:
+        return f"supervisor {m.group(1)} dies" if value else f"supervisor {m.group(1)} alive"
+    m = re.fullmatch(r"sdead\[(\d+)\]", var)
+    if m:
+        return f"slot {m.group(1)} dead" if value else f"slot {m.group(1)} respawned"
+    m = re.fullmatch(r"fk\[(\d+)\]", var)
+    if m and value:
+        return f"fence stops host {m.group(1)}'s attempt"
+    if var == "frozen":
+        return "replica freezes" if value else "replica catches up / fails over"
+    if var == "errs":
+        return "a Redis call fails or its reply is lost"
+    if var == "crashes":
+        return "crash"
+    if var == "lates":
+        return "reaper judges an entry far past its deadline"
+    if var in ("lapses", "cancels", "freezes", "retries"):
+        return ""
+    return ""
+
+
+WATCH = re.compile(r"(js|jt|jc|jw|jx|jr|rdy|pl|wt|dp|dl|lk|wu)\[\d+\]|lease\[\d\]|running\[\d\]|hdead\[\d\]|"
+                   r"sdead\[\d\]|fk\[\d\]|frozen|errs|crashes|lapses|lates|cancels|freezes|retries")
+SCRIPTS = {"TAKE_JOB": "take_job", "START_JOB": "start_job", "SETTLE_JOB": "settle_job", "REQUEUE": "requeue.lua",
+           "CANCEL": "cancel.lua", "ENQUEUE": "enqueue.lua", "PROMOTE_DUE": "promote_due.lua", "UNSTICK": "unstick.lua",
+           "RELEASE_LOCK": "release_lock", "DEADLETTER": "deadletter.lua"}
+
+
+def _regions() -> tuple[dict[int, str], dict[int, str]]:
+    """Model line → the inline (Lua function) it is in; model line → the step it belongs to (the
+    nearest label or comment above it inside a proctype)."""
+    inline_of: dict[int, str] = {}
+    step_of: dict[int, str] = {}
+    name, where = "", ""
+    for n, ln in enumerate(MODEL.read_text().splitlines(), 1):
+        m = re.match(r"inline (\w+)\(", ln)
+        if m:
+            name = m.group(1)
+        elif ln.startswith("}"):
+            name = ""
+        if name:
+            inline_of[n] = name
+        if re.match(r"(active )?proctype (\w+)", ln):
+            where = ""
+        m = re.match(r"(\w+):", ln)
+        if m and m.group(1) != "end":
+            where = {"endloop": "claim", "enddead": "dead", "boot": "boot"}.get(m.group(1), m.group(1))
+        step_of[n] = where
+    return inline_of, step_of
+
+
+def summarize(sim: str, limit: int = 0) -> list[str]:
+    """``spin -t -p -g`` output → one line per model step that changed a watched global: 'step
+    process [what step, which Lua functions] what changed'. -g lists every global touched so far
+    after each statement, so a change is a difference between consecutive listings; a step starts
+    at a statement on a line that opens an atomic block (or a SLOT_CRASH option)."""
+    inline_of, step_of = _regions()
+    src = MODEL.read_text().splitlines()
+    cur: dict[str, int] = {}
+    lines: list[str] = []
+    group: dict | None = None
+
+    def flush() -> None:
+        if group and group["changes"]:
+            fns = "+".join(dict.fromkeys(SCRIPTS[f] for f in group["inlines"] if f in SCRIPTS))
+            what = " ".join(x for x in (group["step"], f"[{fns}]" if fns else "") if x)
+            lines.append(f"{group['n']:>4} {group['proc']:<13} {what}: " + "; ".join(dict.fromkeys(group["changes"])))
+
+    stmt = re.compile(r"^\s*(\d+):\s+proc\s+(\d+) \(.*?\) protocol\.pml:(\d+) ")
+    val = re.compile(r"^\t\t([\w.\[\]]+) = (-?\d+)$")
+    procs: dict[int, str] = {}
+    started: dict[str, int] = {}
+    last: tuple[str, int] | None = None
+    for ln in sim.splitlines():
+        r = re.match(r"Starting (\w+) with pid (\d+)", ln)
+        if r:  # init's `run Slot(0); run Slot(1); run Supervisor(0); ...`: the k-th of a kind has argument k
+            k = started.get(r.group(1), 0)
+            started[r.group(1)] = k + 1
+            procs[int(r.group(2))] = f"{r.group(1)}({k})"
+            continue
+        m = stmt.match(ln)
+        if m:
+            n, pid, line = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            proc = procs.get(pid) or re.search(r"\((\S+?)(:\d+)?\)", ln).group(1).strip(":")
+            text = src[line - 1] if line <= len(src) else ""
+            head = "atomic {" in text or "SLOT_CRASH" in text
+            new = head and line not in inline_of and last != (proc, line)  # a step's first statement
+            if group is None or group["proc"] != proc or new:
+                flush()
+                group = dict(proc=proc, n=n, step=step_of.get(line, ""), inlines=[], changes=[])
+            last = (proc, line)
+            if line in inline_of:
+                group["inlines"].append(inline_of[line])
+            continue
+        v = val.match(ln)
+        if v and WATCH.fullmatch(v.group(1)):
+            var, value = v.group(1), int(v.group(2))
+            if cur.get(var, 0) != value:
+                cur[var] = value
+                if group and group["proc"] not in ("init", "Monitor", "Quiesce"):
+                    text = _name(var, value)
+                    if text:
+                        group["changes"].append(text)
+    flush()
+    return lines[-limit:] if limit else lines

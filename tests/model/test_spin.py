@@ -1,6 +1,13 @@
 """Spin over the protocol model (model/protocol.pml, model/README.md): every interleaving of producer,
 two slots on two hosts, their supervisors, the reaper, a canceller, heartbeat lapses and a lagging
-replica, with a crash allowed at every step. Each run prints spin's "states stored"."""
+replica, with a crash allowed at every step. Each run prints spin's states stored, depth and time; a
+counterexample is printed one line per model step (tests/model/spin.py summarize).
+
+The model mirrors slots/lua at the commit in model/mirrors.json, 64a3038's three fixes included.
+What spin still finds in that Lua is shown as a counterexample (AS_IS); the runs whose budgets reach
+it check with the change model/README.md proposes (FIX_*). Seeded faults (copies of the protocol
+with one defect each) show spin finds them. Runs that expect a counterexample search breadth-first,
+so theirs is a shortest one."""
 
 from __future__ import annotations
 
@@ -9,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from .spin import FIXES, Verdict, run
-
+from .spin import FIX_SETTLE_TAKE_RETRY, FIX_TAKE_RETRY_LEASE, FIX_TAKE_RETRY_LPOS, PROPOSED, Verdict, run
 
 
 def _show(capsys, what: str, v: Verdict) -> None:
     with capsys.disabled():
-        extra = f", counterexample of {v.trail_steps} steps" if v.errors else ""
-        print(f"\n  model {what}: {v.stored} states stored, {v.seconds:.1f} s, errors {v.errors}{extra}")
+        extra = f", counterexample of {v.trail_steps} steps: {v.prop}" if v.errors else ""
+        print(f"\n  model {what}: {v.stored} states stored, depth {v.depth}, {v.seconds:.1f} s "
+              f"({v.cpu:.1f} s CPU), errors {v.errors}{extra}")
         if v.errors:
             print("    " + v.trail.replace("\n", "\n    "))
 
@@ -25,60 +32,122 @@ def test_spin_installed() -> None:
     assert shutil.which("spin") and shutil.which("gcc"), "make deps installs spin (APT_PACKAGES)"
 
 
-# With the three proposed protocol changes, the safety properties hold: never two attempts of one
-# job at once (assert at launch), no job lost and no lock stranded (Monitor's invariant), one
-# terminal state per job (assert in every state write), no deadlock (invalid end states).
+# The Lua as it is (commit in model/mirrors.json): never two attempts of one job at once and never
+# two jobs of one user at once (asserts at launch), no job lost, a running job in a processing list,
+# no lock stranded, a running job holding its user's lock (Monitor, every state), one terminal state
+# per job (every state write), every job settled once nothing can move (Quiesce), no deadlock.
 SAFE = {
     "normal operation + 1 business retry": dict(RETRIES=1),
-    "1 Redis error (call lost or reply lost)": dict(ERRS=1),
     "1 cancel": dict(CANCELS=1),
     "1 entry found far past its deadline": dict(LATES=1),
-    "1 replica lag (catch-up or failover)": dict(FREEZES=1),
+    "1 heartbeat lapse (fence, slot's own poll, expiry, reaper)": dict(LAPSES=1),
     "1 crash (any slot, supervisor, reaper, producer)": dict(CRASHES=1),
 }
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("what", list(SAFE))
-def test_safety_holds_with_proposed_fixes(what: str, tmp_path: Path, capsys) -> None:
-    v = run(tmp_path, SAFE[what], FIXES)
+def test_safety_holds(what: str, tmp_path: Path, capsys) -> None:
+    v = run(tmp_path, SAFE[what])
     _show(capsys, what, v)
+    assert v.errors == 0, v.trail or v.output
+
+
+# Budgets that reach a retried take.lua / settle_take.lua: the properties hold with the proposed
+# changes (model/README.md, "Findings" 4 to 6); AS_IS below shows what spin finds without them.
+SAFE_WITH_PROPOSED = {
+    "1 Redis error (call lost or reply lost)": (dict(ERRS=1), (FIX_TAKE_RETRY_LPOS,)),
+    "1 replica lag (catch-up or failover)": (dict(FREEZES=1), (FIX_TAKE_RETRY_LPOS,)),
+    "1 lapse + 1 Redis error, 1 job": (dict(LAPSES=1, ERRS=1, JOBS=1), PROPOSED),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("what", list(SAFE_WITH_PROPOSED))
+def test_safety_holds_with_proposed_changes(what: str, tmp_path: Path, capsys) -> None:
+    budgets, flags = SAFE_WITH_PROPOSED[what]
+    v = run(tmp_path, budgets, flags)
+    _show(capsys, f"{what} (with {', '.join(flags)})", v)
     assert v.errors == 0, v.trail or v.output
 
 
 @pytest.mark.timeout(120)
 def test_every_job_settles_under_weak_fairness(tmp_path: Path, capsys) -> None:
     """<>[] (every job that exists has ended, no lock held, nothing parked): no job lost, no lock
-    stranded, every parked job promoted."""
-    v = run(tmp_path, {}, FIXES, liveness=True)
+    stranded, every parked job promoted, and no cycle that avoids it."""
+    v = run(tmp_path, {}, liveness=True)
     _show(capsys, "liveness (settles), weak fairness", v)
     assert v.errors == 0, v.output
 
 
-# The protocol as it is (commit in model/mirrors.json): spin's counterexamples, one per proposed fix.
+@pytest.mark.timeout(120)
+def test_every_job_settles_under_weak_fairness_with_a_crash(tmp_path: Path, capsys) -> None:
+    """The same with one crash anywhere, in the one-job world (two jobs take ~1 min of CPU here;
+    every safety run checks 'every job settles' at quiescence, crash included)."""
+    v = run(tmp_path, dict(CRASHES=1, JOBS=1), liveness=True)
+    _show(capsys, "liveness (settles), weak fairness, 1 crash, 1 job", v)
+    assert v.errors == 0, v.output
+
+
+# The Lua as it is: what spin still finds (model/README.md, "Findings" 4 to 6). Each run enables
+# the other proposed changes, so the counterexample is the one named.
 AS_IS = {
-    # the reaper judges an entry far past its deadline, the slot's start.lua re-stamps and runs it,
-    # then requeue.lua ('deadline') takes it back without re-checking the stamp: a second attempt
-    "deadline requeue after a fresh start": (dict(LATES=1), ("FIX_START_LPOS", "FIX_START_HOSTKEY")),
-    # a slot reaching Redis while its host key has expired (supervisor stalled or cut off) starts a
-    # job; the reaper requeues it as a dead host's; the heartbeat resumes and both attempts run
-    "start while the host key is expired": (dict(LAPSES=1), ("FIX_STAMP_RECHECK", "FIX_START_LPOS")),
+    # take.lua retried after a lost reply: the first call parked the BLMOVE's entry behind the user's
+    # lock; the lock's release promoted it back to ready; the retry finds our list empty, falls back
+    # to the given entry and, being a retry, skips the LPOS check: it starts a job that is in no
+    # processing list (a crash of our slot now leaves it 'running' for good)
+    "take.lua retry starts an entry not in our list": (
+        dict(ERRS=1), (), "a running job is in a processing list"),
+    # take.lua retried after a call that did not run: the host's key expired meanwhile and a retry
+    # skips the lease check: the attempt starts with no lease, another host's reaper requeues it as a
+    # dead host's, a second attempt starts while the first runs
+    "take.lua retry skips the lease check": (
+        dict(LAPSES=1, ERRS=1, JOBS=1), (FIX_TAKE_RETRY_LPOS, FIX_SETTLE_TAKE_RETRY),
+        "never two attempts of one job at once"),
+    # settle_take.lua: the slot's own poll stopped the attempt (lease lapsing), the lease is renewed,
+    # the settle puts the job back in ready and the take part re-takes that very job; the reply is
+    # lost; the retry's settle part removes every copy of the id from our list (LREM proc 0 id), the
+    # new attempt's entry too, and its take part skips the id: a running job that no slot runs
+    "settle_take.lua retry removes the new attempt's entry": (
+        dict(LAPSES=1, ERRS=1, JOBS=1), (FIX_TAKE_RETRY_LPOS, FIX_TAKE_RETRY_LEASE), "no job lost"),
 }
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("what", list(AS_IS))
 def test_protocol_as_is_counterexample(what: str, tmp_path: Path, capsys) -> None:
-    budgets, flags = AS_IS[what]
-    v = run(tmp_path, budgets, flags)
+    budgets, flags, prop = AS_IS[what]
+    v = run(tmp_path, budgets, flags, shortest=True)
     _show(capsys, f"as is: {what}", v)
-    assert v.errors == 1 and v.trail_steps > 0
+    assert v.errors == 1 and v.trail_steps > 0 and v.prop == prop, (v.prop, v.trail)
+
+
+# Seeded faults: each a copy of the protocol with one defect, under a budget the unfaulted model
+# passes (SAFE above; one job is enough for each and keeps the breadth-first search small): spin
+# finds each, and the property it names is the one the defect breaks.
+SEEDED = {
+    # requeue.lua without its owner re-check (l.15): the reaper judges host 0 dead, the host
+    # heartbeats again and starts a job from the same list; the reaper's requeue takes it back anyway
+    "FAULT_REQUEUE_NO_OWNER_CHECK": (dict(LAPSES=1, JOBS=1), "never two attempts of one job at once"),
+    # the slot frees the user's lock in a call of its own, then settles: in between the job is
+    # 'running' without its lock (the next job of the user may start; a crash there re-runs it)
+    "FAULT_RELEASE_BEFORE_RESULT": (dict(JOBS=1), "a running job holds its user's lock"),
+    # settle_job checks "not finished yet" instead of the token: a fenced attempt's settle lands
+    # after the reaper requeued the job and another slot started it: that attempt's lock is stranded
+    "FAULT_SETTLE_NO_FENCE": (dict(LAPSES=1, JOBS=1), "no lock stranded"),
+    # 64a3038 undone, fix 1: requeue.lua 'deadline' without the judged-stamp re-check
+    "FAULT_NO_STAMP_RECHECK": (dict(LATES=1, JOBS=1), "never two attempts of one job at once"),
+    # 64a3038 undone, fix 2: take_job starts on a lapsing lease
+    "FAULT_NO_LEASE_CHECK": (dict(LAPSES=1, JOBS=1), "never two attempts of one job at once"),
+    # 64a3038 undone, fix 3: take_job starts a BLMOVE-given entry the reaper took back
+    "FAULT_NO_LPOS_CHECK": (dict(LATES=1, JOBS=1), "a running job is in a processing list"),
+}
 
 
 @pytest.mark.timeout(60)
-def test_seeded_fault_requeue_without_owner_check(tmp_path: Path, capsys) -> None:
-    """A copy of requeue.lua without its owner re-check (l.12): the reaper judges a host dead, the host
-    heartbeats again and starts a job in the same list, the reaper's requeue takes it back anyway."""
-    v = run(tmp_path, dict(LAPSES=1), (*FIXES, "FAULT_REQUEUE_NO_OWNER_CHECK"))
-    _show(capsys, "seeded fault: requeue.lua without the owner check", v)
-    assert v.errors == 1 and "running[e]" in v.trail
+@pytest.mark.parametrize("fault", list(SEEDED))
+def test_seeded_fault_found(fault: str, tmp_path: Path, capsys) -> None:
+    budgets, prop = SEEDED[fault]
+    v = run(tmp_path, budgets, (fault,), shortest=True)
+    _show(capsys, f"seeded fault {fault}", v)
+    assert v.errors == 1 and v.trail_steps > 0 and v.prop == prop, (v.prop, v.trail)
