@@ -487,16 +487,24 @@ local function take_job(F, A)
     redis.call('LREM', F.proc, 1, e)
     e = ''
   end
+  -- A retry whose first call started this entry (running, our token suffix, still in our list)
+  -- adopts that attempt below (start_job); only it is exempt from the lease check.
+  local adopting = false
+  if A.retry and e and e ~= '' and #e < 512 then
+    local cur = redis.call('HMGET', A.base .. ':job:' .. e, 'state', 'token')
+    adopting = cur[1] == 'running' and cur[2] and string.sub(cur[2], -#A.suffix - 1) == '.' .. A.suffix
+      and redis.call('LPOS', F.proc, e) and true or false
+  end
   -- No start on a lapsing lease: our host key (renewed by our supervisor's heartbeat) must outlive
   -- one more poll of the attempt plus its kill, or the attempt could run on after another host's
-  -- reaper reclaims it. A retry adopts what its first call did; the entry a BLMOVE gave stays in
-  -- our list for the slot to put back.
-  if not A.retry and A.min_lease > 0 and redis.call('PTTL', F.host) < A.min_lease then
+  -- reaper reclaims it. The entry a BLMOVE gave (or a retry found) stays in our list for the slot
+  -- to put back.
+  if not adopting and A.min_lease > 0 and redis.call('PTTL', F.host) < A.min_lease then
     return {'nolease', e or ''}
   end
-  -- The entry a BLMOVE gave must still be in our list (the reaper may have judged it stuck and
-  -- taken it back before this ran): otherwise it is someone else's now.
-  if e and e ~= '' and not A.retry and not redis.call('LPOS', F.proc, e) then return {'empty'} end
+  -- The entry must still be in our list (the reaper may have judged it stuck and taken it back, or
+  -- a lost 'parked' reply's release promoted it back to ready): otherwise it is not ours to start.
+  if e and e ~= '' and not redis.call('LPOS', F.proc, e) then return {'empty'} end
   if not e or e == '' then
     e = claim_entry(F.proc, F.hi, F.lo)
     if not e then return {'empty'} end

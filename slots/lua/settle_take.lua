@@ -10,12 +10,21 @@
 --       lease must have left (0: no fence)
 -- Returns {'ok' | 'fenced', promoted waiter id or '', take.lua's answer}. On a retry whose first
 -- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
--- the take answers the job the first call started ('run' with the same token).
+-- the take answers the job the first call started ('run' with the same token); when that job is the
+-- settled one itself (requeued, then taken again at once), the settle answers 'ok' (promoted '').
 local block = {}
 for i = 10, 17 do block[#block + 1] = KEYS[i] end
 local now = now_ms()
 local retry = ARGV[18] == '1'
-local s = settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
+local skip, s = ARGV[1], nil
+if retry then
+  -- Our first call landed whole and its take started this very job again (its token carries this
+  -- call's next suffix): it is settled; the take adopts that attempt (settling again would be
+  -- fenced and remove the new attempt's entry from our list).
+  local cur = redis.call('HGET', KEYS[2], 'token')
+  if cur and string.sub(cur, -#ARGV[13] - 1) == '.' .. ARGV[13] then s, skip = {'ok', ''}, '' end
+end
+s = s or settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
   waitusers = KEYS[6], ready_lo = KEYS[7], finished = KEYS[8], deps = KEYS[9], block = block,
   sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
@@ -24,7 +33,7 @@ local s = settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = K
 local t = take_job(
   {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
    events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24]},
-  {base = ARGV[12], given = '', skip = ARGV[1], retry = retry, suffix = ARGV[13], worker = ARGV[14],
+  {base = ARGV[12], given = '', skip = skip, retry = retry, suffix = ARGV[13], worker = ARGV[14],
    pid = tonumber(ARGV[15]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[16]),
    busy_ttl = tonumber(ARGV[17]), limits = cjson.decode(ARGV[19]), min_lease = tonumber(ARGV[20]), now = now})
 if not (t[1] == 'job' and t[4][1] == 'run') then clear_busy(KEYS[21], ARGV[1]) end
