@@ -8,12 +8,16 @@ and checked here against a real Redis at the exact interleaving the counterexamp
    another host's reaper would then reclaim and re-run.
 3. start.lua, and take.lua with an entry a BLMOVE gave, start only an entry still in the caller's
    own list (the reaper may have taken it back in between).
+
+And the three the model found next on the retry paths (after a lost reply), closed in a9993b1: a
+retried take checks LPOS and the lease too (only adopting its own first start is exempt), and a
+retried settle_take whose first call re-took the very job it settled adopts that attempt.
 """
 
 import msgspec
 import pytest
 
-from tender_pool.slots.queue import Empty, NoLease, Run, Stale, TakeArgs, Taken
+from tender_pool.slots.queue import Empty, NoLease, Parked, Run, Stale, TakeArgs, Taken
 from tender_pool.supervisor.types import SubmitRequest
 
 
@@ -106,3 +110,67 @@ def test_start_and_take_refuse_an_entry_no_longer_in_the_callers_list(h, q):
     assert isinstance(st, Stale)
     assert q.get(jid).state.value == "queued" and h.r.get(q.k.lock("u")) is None
     assert h.r.lrange(q.k.ready_lo, 0, -1) == [jid.encode()]
+
+
+# --- the retry paths (a reply lost, the call made again with the same suffix): Spin's findings 4-6 ---
+
+
+@pytest.mark.timeout(30)
+def test_a_retried_take_does_not_start_an_entry_its_first_call_parked_and_a_release_promoted(h, q):
+    # Given the user's lock held by another attempt, and X claimed by our BLMOVE
+    h.r.set(q.k.lock("u"), "9.other")
+    x = submit(q)
+    assert q.claim("proc:1", 0.1) == x.encode()
+    # When our take parks X behind the lock, its reply is lost, and the lock's release promotes X
+    # (reserved for it, back in ready) before our retry runs
+    t = q.take("proc:1", args(), "abc", entry=x.encode())
+    assert isinstance(t, Taken) and isinstance(t.started, Parked) and h.r.llen("proc:1") == 0
+    assert h.r.lpop(q.k.wait("u")) == x.encode()
+    h.r.set(q.k.lock("u"), f"r:{x}")
+    h.r.rpush(q.k.ready_lo, x)
+    again = q.take("proc:1", args(), "abc", entry=x.encode(), retry=True)
+    # Then the retry starts nothing (before: it started X, running in no processing list)
+    assert isinstance(again, Empty)
+    assert q.get(x).state.value == "waiting" and h.r.lrange(q.k.ready_lo, 0, -1) == [x.encode()]
+
+
+@pytest.mark.timeout(30)
+def test_a_retried_take_checks_the_lease_unless_it_adopts_its_own_first_start(h, q):
+    host = q.k.host("ha")
+    a = args(host_key=host, min_lease_ms=2_000)
+    x, y = submit(q, "u1"), submit(q, "u2")
+    # a first call that never ran (lost on the way), then the lease lapses: the retry starts nothing
+    h.r.set(host, "holder", px=500)
+    first = q.claim("proc:1", 0.1)
+    again = q.take("proc:1", a, "abc", entry=first, retry=True)
+    assert again == NoLease(first) and q.get(first.decode()).state.value == "queued"
+    # a first call that did start its job, its reply lost, the lease lapsing since: the retry adopts
+    # that attempt (nothing new starts; the slot's poll stops it if the lease runs out)
+    h.r.set(host, "holder", px=10_000)
+    t = q.take("proc:1", a, "def", entry=first)
+    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    h.r.pexpire(host, 500)
+    again = q.take("proc:1", a, "def", entry=first, retry=True)
+    assert isinstance(again, Taken) and again.started == t.started
+    assert q.get(first.decode()).attempts == 1 and first.decode() in {x, y}
+
+
+@pytest.mark.timeout(30)
+def test_a_retried_settle_take_adopts_the_attempt_its_first_call_started_of_the_same_job(h, q):
+    # Given X running (the only job), settled back to ready (an interruption) by a settle_take whose
+    # take part started X again at once, and whose reply was lost
+    x = submit(q)
+    t = q.take("proc:1", args(), "abc")
+    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    job = q.get(x)
+    reply, nxt = q.settle_take("proc:1", job, t.started.token, "requeue", args(), "def")
+    assert reply and isinstance(nxt, Taken) and nxt.started.token == "2.def"
+    # When the slot retries that call (same token, same next suffix)
+    reply2, nxt2 = q.settle_take("proc:1", job, t.started.token, "requeue", args(), "def", retry=True)
+    # Then it adopts attempt 2 (before: the settle was fenced, removed attempt 2's entry from our
+    # list and the take skipped X: a running job no slot runs, its lock held until the TTL)
+    assert reply2 and isinstance(nxt2, Taken) and nxt2.started == nxt.started
+    assert h.r.lrange("proc:1", 0, -1) == [x.encode()]
+    got = q.get(x)
+    assert got.state.value == "running" and got.attempts == 2 and got.interruptions == 1
+    assert h.r.get(q.k.lock("u")).decode() == "2.def"
