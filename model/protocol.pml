@@ -36,13 +36,10 @@
  *   FAULT_NO_STAMP_RECHECK         requeue.lua without l.16 (the fix of 64a3038 undone)
  *   FAULT_NO_LEASE_CHECK           take_job without the PTTL check (the fix of 64a3038 undone)
  *   FAULT_NO_LPOS_CHECK            take_job without the LPOS check of a given entry (64a3038 undone)
- * Proposed changes for what the model still finds in the Lua (model/README.md, "Findings"):
- *   FIX_TAKE_RETRY_LPOS            take_job on a retry: the LPOS check too (the given entry only
- *                                  while our list still holds it)
- *   FIX_TAKE_RETRY_LEASE           take_job on a retry: the lease check too, unless it adopts the
- *                                  first call's running attempt
- *   FIX_SETTLE_TAKE_RETRY          settle_take on a retry: the first call's new attempt of the same
- *                                  job is adopted, not removed from the list as a stale copy
+ *   FAULT_TAKE_RETRY_NO_LPOS       take_job's LPOS check skipped on a retry (a9993b1 undone)
+ *   FAULT_TAKE_RETRY_NO_LEASE      take_job's lease check skipped on a retry (a9993b1 undone)
+ *   FAULT_SETTLE_TAKE_RETRY_REMOVES settle_take on a retry settles again even when its first call
+ *                                  re-took the settled job (a9993b1 undone): fenced, LREM proc 0 id
  */
 
 #ifndef CRASHES
@@ -341,8 +338,9 @@ inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
   :: else -> skip
   fi;
 #ifndef FAULT_NO_LEASE_CHECK
-  /* no start on a lapsing lease (PTTL host:<h> < min_lease); a retry adopts what its first call did */
-#ifdef FIX_TAKE_RETRY_LEASE
+  /* no start on a lapsing lease (PTTL host:<h> < min_lease), unless a retry adopts its first call's
+     running attempt (HMGET state, token: running with our suffix; LPOS: still in our list) */
+#ifndef FAULT_TAKE_RETRY_NO_LEASE
   if
   :: (lease[OWNER(tL)] != FRESH && !(trt && te != NOJ && js[te] == RUNNING && jt[te] == tt && PL(tL, te) > 0)) ->
      tres = R_NOLEASE
@@ -353,8 +351,8 @@ inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
 #endif
 #endif
 #ifndef FAULT_NO_LPOS_CHECK
-  /* the entry a BLMOVE gave must still be in our list */
-#ifdef FIX_TAKE_RETRY_LPOS
+  /* the entry (the BLMOVE's, or one a retry found) must still be in our list */
+#ifndef FAULT_TAKE_RETRY_NO_LPOS
   if :: (tres == R_NONE && te != NOJ && PL(tL, te) == 0) -> tres = R_EMPTY :: else -> skip fi;
 #else
   if :: (tres == R_NONE && te != NOJ && !trt && PL(tL, te) == 0) -> tres = R_EMPTY :: else -> skip fi;
@@ -411,11 +409,12 @@ inline SETTLE(L, e, t, v, res) {
 /* settle_take.lua: settle_job (token qt, verdict qv; its answer qres), then take_job from what is
  * queued (no given entry; skip the settled id; suffix qnt): the next job qn and its answer qnres */
 inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
-#ifdef FIX_SETTLE_TAKE_RETRY
-  /* proposed: a retry whose first call re-took this very job (its token has our next suffix)
-     adopts that attempt instead of removing its entry as a stale copy */
+#ifndef FAULT_SETTLE_TAKE_RETRY_REMOVES
+  /* a retry whose first call landed and re-took this very job (HGET token: our next suffix) skips
+     the settle (it landed: 'ok', promoted '') and the take adopts that attempt (no skip). The Lua
+     checks the token only; a token is set only while the job runs (start_job), as here. */
   if
-  :: (qrt && jt[qe] == qnt && js[qe] == RUNNING) -> sk = NOJ
+  :: (qrt && jt[qe] == qnt) -> qres = R_OK; sk = NOJ
   :: else -> SETTLE_JOB(qL, qe, qt, qv, qres); sk = qe
   fi;
   TAKE_JOB(qL, NOJ, qrt, sk, qnt, qn, qnres); sk = 0

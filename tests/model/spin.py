@@ -18,11 +18,6 @@ from pathlib import Path
 MODEL = Path(__file__).resolve().parents[2] / "model" / "protocol.pml"
 # Every budget at 0 and all three jobs: a run names the budgets it raises.
 ZERO = dict(CRASHES=0, ERRS=0, LAPSES=0, CANCELS=0, LATES=0, FREEZES=0, RETRIES=0, JOBS=3)
-# The changes model/README.md proposes for what spin still finds in the Lua ("Findings" 4 to 6).
-FIX_TAKE_RETRY_LPOS = "FIX_TAKE_RETRY_LPOS"
-FIX_TAKE_RETRY_LEASE = "FIX_TAKE_RETRY_LEASE"
-FIX_SETTLE_TAKE_RETRY = "FIX_SETTLE_TAKE_RETRY"
-PROPOSED = (FIX_TAKE_RETRY_LPOS, FIX_TAKE_RETRY_LEASE, FIX_SETTLE_TAKE_RETRY)
 
 STATES = {0: "none", 1: "queued", 2: "waiting", 3: "running", 4: "completed", 5: "failed", 6: "cancelled"}
 LEASES = {0: "FRESH", 1: "STALE", 2: "EXPIRED"}
