@@ -328,7 +328,7 @@ class Slot:
             self.queue_empty = True
             return None
         if isinstance(t, NoLease):
-            if t.entry:  # claimed by our BLMOVE, not started: back to the front of ready
+            if t.entry:  # claimed by our BLMOVE (or found by a retry), not started by us: back to ready
                 self.q.requeue(self.proc, t.entry, "unclaim", list_dead=False, **self._requeue_args())
             if not self.lease_lapsed:
                 self.log.error("lease_lapsing_not_claiming", lease_min_ms=self.take_args.min_lease_ms)
