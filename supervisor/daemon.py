@@ -497,11 +497,8 @@ class Supervisor:
         killed = self.ops.kill_job_tree(s, busy, keep)
         faults.checkpoint("mid_requeue")
         ex = self.table.exited(s, os.waitstatus_to_exitcode(status), now)
-        assert self.house is not None
-        self.house.requeue_later(s.proc, ex.reason, s.worker_id)
-        self.metrics.forget_slot(pid)
-        if ex.restarted:
-            self.counters.slot_restarts += 1
+        # logged before the requeue is handed over: the line's time bounds the killed attempt's end
+        # (its group was SIGKILLed above) before any re-run of its job can start
         (self.log.info if ex.clean else self.log.warning)(
             "slot_exited",
             slot=s.worker_id,
@@ -514,6 +511,11 @@ class Supervisor:
             killed=killed,
             respawn_in=ex.respawn_in,
         )
+        assert self.house is not None
+        self.house.requeue_later(s.proc, ex.reason, s.worker_id)
+        self.metrics.forget_slot(pid)
+        if ex.restarted:
+            self.counters.slot_restarts += 1
         if ex.boot_error:
             self.log.error("slot_boot_failed_not_respawned", slot=s.worker_id, pid=pid,
                            hint="fix the config or environment, then reload (SIGHUP) or restart")

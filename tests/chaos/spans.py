@@ -12,6 +12,7 @@ Pure functions over files: the chaos soak and ``tests/core/test_soak.py`` share 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
@@ -69,6 +70,37 @@ def read_trails(record: Path, every: float = 0.05, killed: dict[tuple[str, str],
         a = read_trail(f, every, killed.get((job, token)))
         if a is not None:
             out.append(a)
+    return out
+
+
+def proven_ends(logs: Iterable[str], attempts: Iterable[Attempt],
+                 killed: dict[tuple[str, str], float] | None = None) -> dict[tuple[str, str], float]:
+    """(job, token) → the earliest proven end of each attempt, for ``read_trails``: a kill time the
+    test observed (``killed``), the slot's ``job_ran`` line (logged once the runner's wait returned:
+    the process had exited) or the supervisor's ``slot_exited`` line for a dead slot's attempt
+    (logged after its group was SIGKILLed and before its list is requeued). A pool that stops an
+    attempt settles or requeues it only after such a line, and a re-run may start within
+    milliseconds: inside the one-tick estimate an attempt without its own end line otherwise gets.
+    ``logs``: daemon log texts (JSON lines)."""
+    seen: dict[tuple[str, int], float] = {}
+    for text in logs:
+        for line in text.splitlines():
+            if '"job_ran"' not in line and '"slot_exited"' not in line:
+                continue
+            try:
+                ev = json.loads(line)
+                if ev.get("event") not in ("job_ran", "slot_exited") or ev.get("attempt") is None:
+                    continue
+                t = datetime.fromisoformat(ev["timestamp"].replace("Z", "+00:00")).timestamp()
+                key = (ev["job_id"], int(ev["attempt"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+            seen[key] = min(t, seen.get(key, t))
+    out = dict(killed or {})
+    for a in attempts:
+        t = seen.get((a.job, a.n))
+        if t is not None:
+            out[(a.job, a.token)] = min(t, out.get((a.job, a.token), t))
     return out
 
 

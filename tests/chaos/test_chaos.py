@@ -49,7 +49,7 @@ import redis
 
 from conftest import wait_until
 
-from .spans import by_job, by_user, closest, describe, overlaps, read_trails
+from .spans import by_job, by_user, closest, describe, overlaps, proven_ends, read_trails
 from .storm import EVERY, JOBS_N, SETTLE_S, TIMEOUT, USERS, WINDOW, Storm, marked
 
 
@@ -136,7 +136,8 @@ def _soak(h, st: Storm, seed: int, capsys) -> None:
 
     # and, from the jobs' own trails (killed attempts included): no two attempts of one job, and no
     # two jobs of one user, ran at the same time
-    attempts = read_trails(st.record, EVERY, st.killed)
+    logs = [d.logs() for d in (st.a, st.b) if d.log_path.exists()]
+    attempts = read_trails(st.record, EVERY, proven_ends(logs, read_trails(st.record, EVERY), st.killed))
     unknown = {a.job for a in attempts} - set(st.jobs)
     assert not unknown, f"seed {seed}: attempts of jobs never submitted: {sorted(unknown)[:5]}"
     ran = {a.job for a in attempts if a.ended}

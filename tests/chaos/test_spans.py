@@ -4,7 +4,10 @@ overlap followed by a kill was invisible to it.)"""
 
 from __future__ import annotations
 
-from .spans import by_job, by_user, overlaps, read_trails
+import json
+from datetime import datetime, timezone
+
+from .spans import by_job, by_user, overlaps, proven_ends, read_trails
 
 
 def trail(d, job, token, user, ticks, end=None):
@@ -51,3 +54,24 @@ def test_closest_is_the_narrowest_handover(tmp_path):
     trail(tmp_path, "j2", "1.cc", "u", [1.45], end=1.5)
     assert abs(closest(read_trails(tmp_path), by_job) - 0.2) < 1e-9
     assert abs(closest(read_trails(tmp_path), by_user) - 0.05) < 1e-9
+
+
+def log_line(event: str, job: str, attempt: int, t: float) -> str:
+    ts = datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+    return json.dumps({"event": event, "job_id": job, "attempt": attempt, "timestamp": ts})
+
+
+def test_the_pools_own_lines_prove_when_a_stopped_attempt_ended(tmp_path):
+    # attempt 1 stopped by its slot (job_ran logged once reaped, 10.065), re-run at 10.07: inside the
+    # one-tick estimate (10.05 + 0.05) but after the proven end; j2's slot was SIGKILLed (slot_exited
+    # after its group was killed, 20.01) and j2 re-run at 20.03
+    trail(tmp_path, "j1", "1.aa", "u", [10.0, 10.05])
+    trail(tmp_path, "j1", "2.bb", "u", [10.07], end=10.08)
+    trail(tmp_path, "j2", "1.cc", "v", [20.0])
+    trail(tmp_path, "j2", "2.dd", "v", [20.03], end=20.04)
+    logs = "\n".join([log_line("job_ran", "j1", 1, 10.065), log_line("slot_exited", "j2", 1, 20.01),
+                      log_line("job_ran", "j9", 1, 1.0), "not json", log_line("settled", "j2", 2, 20.0)])
+    ends = proven_ends([logs], read_trails(tmp_path), killed={("j1", "1.aa"): 10.2})
+    assert ends == {("j1", "1.aa"): 10.065, ("j2", "1.cc"): 20.01}  # the earlier of kill and line
+    assert not overlaps(read_trails(tmp_path, killed=ends), by_job)
+    assert len(overlaps(read_trails(tmp_path), by_job)) == 2  # the estimate alone: both overlap

@@ -11,27 +11,12 @@ import json
 import os
 import signal
 import time
-from datetime import datetime
 
 import pytest
 
-from chaos.spans import by_job, overlaps, read_trails
+from chaos.spans import by_job, overlaps, proven_ends, read_trails
 
 from .trail import attempts, handlers, wait_ticking
-
-
-def reaped_at(daemon, record) -> dict[tuple[str, str], float]:
-    """(job, token) → when its slot had reaped the attempt's process (``job_ran`` is logged after the
-    runner's wait returns): a proven end for an attempt the slot stopped before it wrote its own."""
-    ran = {}
-    for line in daemon.logs().splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if ev.get("event") == "job_ran":
-            ran[(ev["job_id"], ev["attempt"])] = datetime.fromisoformat(ev["timestamp"].replace("Z", "+00:00")).timestamp()
-    return {(a.job, a.token): ran[(a.job, a.n)] for a in read_trails(record) if (a.job, a.n) in ran}
 
 
 def started_ms(h, jid: str) -> list[int]:
@@ -68,9 +53,9 @@ def test_a_supervisor_stopped_past_its_key_runs_no_attempt_after_the_reruns_star
         late[jid] = round(first.end - 0.05 - rerun, 3)  # last tick − re-run's start
     assert all(v <= 0 for v in late.values()), f"ticks after the re-run started (s): {late}"
     # and no two attempts of a job overlapped, each stopped attempt's end bounded by when A's slot
-    # reaped it (without that bound a killed attempt may have lived one tick interval past its last
-    # tick: 50 ms, more than the slot's settle → B's BLMOVE pick-up, ~3 ms)
-    assert not overlaps(read_trails(h.records, killed=reaped_at(a, h.records)), by_job)
+    # reaped it (spans.proven_ends; without that bound a killed attempt may have lived one tick
+    # interval past its last tick: 50 ms, more than the slot's settle → B's BLMOVE pick-up, ~3 ms)
+    assert not overlaps(read_trails(h.records, killed=proven_ends([a.logs()], read_trails(h.records))), by_job)
     # and A's slots, their lease lapsing, started nothing new meanwhile (take.lua checks the lease):
     # one attempt on A, one on B, per job
     assert {jid: len(attempts(h.records, jid)) for jid in jobs} == {jid: 2 for jid in jobs}
