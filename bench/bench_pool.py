@@ -13,7 +13,6 @@ Dramatiq and RQ after this table).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import statistics

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from tender_pool.supervisor.types import JobError, JobRecord, decode_job, rfc3339  # noqa: F401  (decode_job: re-exported)
+from tender_pool.supervisor.types import JobError, decode_job, rfc3339  # noqa: F401  (decode_job: re-exported)
 
 from .models import COUNT_FIELDS, Counts, Event, RunSummary
 

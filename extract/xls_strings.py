@@ -19,8 +19,9 @@ def clean_cell(text: str) -> str:
     return _CTRL.sub("", text) if _CTRL.search(text) else text
 
 
-def xl_string(data: bytes, p: int, end: int) -> tuple[str, int]:
-    """XLUnicodeString (16-bit count, flags, characters; rich-text and phonetic blocks skipped)."""
+def _header(data: bytes, p: int) -> tuple[int, int, int, int, int]:
+    """An XLUnicodeString's header at ``p``: (character count, flags, rich-text runs, phonetic block
+    bytes, where the characters start)."""
     cch, flags = _U16(data, p)[0], data[p + 2]
     p += 3
     runs = ext = 0
@@ -30,6 +31,12 @@ def xl_string(data: bytes, p: int, end: int) -> tuple[str, int]:
     if flags & 4:
         ext = _U32(data, p)[0]
         p += 4
+    return cch, flags, runs, ext, p
+
+
+def xl_string(data: bytes, p: int, end: int) -> tuple[str, int]:
+    """XLUnicodeString (16-bit count, flags, characters; rich-text and phonetic blocks skipped)."""
+    cch, flags, runs, ext, p = _header(data, p)
     size = cch * 2 if flags & 1 else cch
     raw = data[p: min(p + size, end)]
     text = raw.decode("utf-16-le", "replace") if flags & 1 else raw.decode("latin-1")
@@ -49,15 +56,7 @@ def shared_strings(segs: list[bytes], count: int) -> list[str]:
                 break
             seg, pos = segs[si], 0
             continue
-        cch, flags = _U16(seg, pos)[0], seg[pos + 2]
-        pos += 3
-        runs = ext = 0
-        if flags & 8:
-            runs = _U16(seg, pos)[0]
-            pos += 2
-        if flags & 4:
-            ext = _U32(seg, pos)[0]
-            pos += 4
+        cch, flags, runs, ext, pos = _header(seg, pos)
         high = flags & 1
         size = cch * 2 if high else cch
         if pos + size <= len(seg):  # the common case: the whole string in this record
