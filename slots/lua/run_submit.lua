@@ -42,9 +42,14 @@ local final = (n - nskip == 0) and 'completed' or nil
 redis.call('HSET', KEYS[1], 'id', run_id, 'user', user, 'kind', kind, 'state', 'pending', 'priority', prio,
   'max_parallel', ARGV[5], 'overwrite', ARGV[6], 'created_at', now, 'total', n, 'queued', n - nskip,
   'waiting', 0, 'running', 0, 'completed', 0, 'failed', 0, 'cancelled', 0, 'skipped', nskip)
-redis.call('ZADD', KEYS[3], now, run_id)
+-- Newest first, exactly: runs made in the same millisecond keep their order (a thousandth of a ms
+-- after the newest; the score's whole part stays the created ms the retention trims by).
+local order = now
+local newest = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+if newest and tonumber(newest) >= order then order = tonumber(newest) + 0.001 end
+redis.call('ZADD', KEYS[3], order, run_id)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - retention * 1000)
-redis.call('ZADD', KEYS[4], now, run_id)
+redis.call('ZADD', KEYS[4], order, run_id)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - retention * 1000)
 emit(ctx, 'run_started', 'pending', counts, nil)
 redis.call('EXPIRE', KEYS[5], retention)

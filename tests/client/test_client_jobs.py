@@ -167,3 +167,10 @@ def test_cancel_and_retry_a_run(client):
     res = client.retry_run(run.id, cancelled=True)
     assert (res.outcome, res.retried, res.state) == ("retried", 2, "running")
     assert [j.state for j in client.run(run.id).jobs] == ["queued", "queued"]
+
+
+def test_runs_made_in_the_same_millisecond_stay_newest_first(client):
+    # several runs a millisecond (a tight loop): the index keeps their order (before: ties by random id)
+    made = [client.submit_run("u1", "k", [{"key": "a"}]).id for _ in range(40)]
+    assert [r.id for r in client.runs(limit=40)] == made[::-1]
+    assert [r.id for r in client.runs(user="u1", limit=40)] == made[::-1]
