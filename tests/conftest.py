@@ -204,6 +204,22 @@ class Daemon:
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_events(self, event: str | None = None, **fields: object) -> list[dict]:
+        """The daemon's JSON log lines (parsed) with this ``event`` and these field values, or with
+        fields that start with a ``str`` value's text when it ends in ``*``."""
+        out = []
+        for line in self.logs().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or (event is not None and rec.get("event") != event):
+                continue
+            if all(str(rec.get(k, "")).startswith(v[:-1]) if isinstance(v, str) and v.endswith("*")
+                   else rec.get(k, object()) == v for k, v in fields.items()):
+                out.append(rec)
+        return out
+
 
 class Harness:
     """One test's world: a Redis, a prefix, and helpers to start daemons and submit jobs."""

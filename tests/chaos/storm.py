@@ -296,5 +296,4 @@ class Storm:
         return ends, queued, self.h.r.xlen(k.events) >= 99_000
 
     def log_count(self, event: str) -> int:
-        needle = f'"event": "{event}"'
-        return sum(d.logs().count(needle) for d in (self.a, self.b) if d.log_path.exists())
+        return sum(len(d.log_events(event)) for d in (self.a, self.b) if d.log_path.exists())

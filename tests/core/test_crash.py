@@ -143,5 +143,5 @@ def test_an_attempt_whose_job_was_reclaimed_elsewhere_stops_within_seconds(h):
     # Then this attempt's processes are gone within a few seconds, and its settle was fenced
     wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="the stale attempt stopped")
     assert time.monotonic() - t0 < 3
-    wait_until(lambda: '"verdict": "fenced"' in h.daemons[0].logs(), 5, what="fenced settle")
+    wait_until(lambda: h.daemons[0].log_events("settled", verdict="fenced"), 5, what="fenced settle")
     assert h.job(jid).token == "9.elsewhere"  # the new owner's state untouched

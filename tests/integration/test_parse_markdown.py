@@ -83,5 +83,5 @@ def test_daemon_start_rebuilds_a_stale_jvm_archive(h, jvm_build):
     assert subprocess.run(smoke, capture_output=True).returncode != 0
     d = h.daemon(workers=1, check_archive=True)
     wait_until(lambda: "jvm_archive_checked" in d.logs(), 120, what="the archive check at start")
-    assert '"usable": true' in d.logs()
+    assert d.log_events("jvm_archive_checked", usable=True)
     assert subprocess.run(smoke, capture_output=True).returncode == 0

@@ -32,7 +32,7 @@ def test_a_handler_that_closes_stdout_and_stderr_is_still_timed_out(h):
     jid = h.submit(kind="slow", payload={"close_pipes": True, "sleep": 60, "record": str(h.records)})
     job = h.wait_state(jid, states=("failed",), timeout=20)
     assert job.error.kind == "timeout" and job.attempts == 1, job.error
-    assert '"stopped": "timeout"' in d.logs()
+    assert d.log_events("job_ran", stopped="timeout")
 
 
 @pytest.mark.timeout(60)
@@ -74,7 +74,7 @@ def test_a_fenced_parse_markdown_attempts_files_are_deleted(h, tmp_path):
     h.r.hset(f"{h.prefix}:{{tender_parse}}:job:{jid}", "token", "9.elsewhere")
     os.kill(pid, signal.SIGCONT)
     # Then its settle is fenced and its files are deleted, never published
-    wait_until(lambda: '"verdict": "fenced"' in h.daemons[0].logs(), 10, what="fenced settle")
+    wait_until(lambda: h.daemons[0].log_events("settled", verdict="fenced"), 10, what="fenced settle")
     wait_until(lambda: not any(f.exists() for f in files), 5, what="the fenced attempt's files deleted")
     assert h.job(jid).token == "9.elsewhere"
 
