@@ -258,6 +258,13 @@ def run(
     for fd in (proc.stdin, proc.stdout, proc.stderr, proc.progress):
         if fd >= 0:
             os.set_blocking(fd, False)
+    if pending:  # most stdins fit the pipe at once: no poll turn for them
+        try:
+            pending = pending[os.write(proc.stdin, pending[:65536]):]
+        except BlockingIOError:
+            pass
+        except OSError:  # gone already (EPIPE): its exit says the rest
+            pending = pending[:0]
     if pending:
         poller.register(proc.stdin, OUT)
     else:

@@ -33,7 +33,7 @@ def _through(h, hole, **kw):
 
 
 def _settled(d, jid):
-    return [line for line in d.logs().splitlines() if '"settled"' in line and jid in line]
+    return d.log_events("settled", job_id=jid)
 
 
 @pytest.mark.timeout(90)
@@ -67,7 +67,7 @@ def test_a_settle_whose_reply_was_lost_counts_as_what_it_was(h, hole):
     assert job.attempts == 1
     # Then it is logged and counted as completed, not as fenced
     wait_until(lambda: _settled(d, jid), 15, what="the settled line")
-    assert '"verdict": "completed"' in _settled(d, jid)[-1], _settled(d, jid)
+    assert _settled(d, jid)[-1]["verdict"] == "completed", _settled(d, jid)
     assert "settle_reply_lost" in d.logs()
 
 
