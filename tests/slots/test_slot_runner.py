@@ -48,3 +48,27 @@ def test_a_handler_that_closes_its_pipes_is_still_timed():
     assert res.returncode is not None and res.returncode < 0
     assert took < 2.5
     assert len(ticks) >= 5
+
+
+def _feed(argv: list[str], stdin: bytes):
+    proc = runner.spawn(argv, {"PATH": "/usr/bin:/bin"})
+    return runner.run(proc, stdin, deadline=time.monotonic() + 20, kill_grace=1,
+                      marker=("TENDER_POOL_TEST_NONE", "x"), tick=lambda: None)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("size", [0, 100, 65536, 3 << 20])
+def test_stdin_of_any_size_reaches_the_handler_whole(size):
+    # Given a stdin that fits the pipe at once (written before the first poll turn) or not (the rest
+    # is written as the handler reads), then the handler sees all of it, once
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    res = _feed(["/bin/sh", "-c", "wc -c"], data)
+    assert res.returncode == 0 and int(res.stdout) == size, res
+
+
+@pytest.mark.timeout(30)
+def test_a_handler_that_never_reads_stdin_does_not_hang_the_slot():
+    # Given a handler that exits at once without reading a stdin larger than the pipe
+    res = _feed(["/bin/true"], b"y" * (3 << 20))
+    # Then the attempt ends with the handler's exit (the broken pipe is not an error of ours)
+    assert res.returncode == 0 and res.stopped is None
