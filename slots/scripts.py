@@ -47,3 +47,25 @@ def text(name: str) -> str:
 def register(client: redis.Redis, *names: str) -> dict[str, Script]:
     """redis-py Script objects (EVALSHA, loading on NOSCRIPT) for ``names`` on ``client``."""
     return {name: client.register_script(text(name)) for name in names}
+
+
+BATCHES = ("requeue",)
+
+
+@cache
+def batch_text(name: str) -> str:
+    """The text of ``lua/<name>_many.lua`` as sent to Redis: lib.lua, then ``<name>.lua`` byte for
+    byte as the body of ``local function <name>_one()``, then the batch, which sets KEYS and ARGV
+    for each entry and calls it. The per-entry logic is the single script's own text, so the batch
+    cannot drift from it (and its model check, through ``<name>.lua``'s recorded hash, covers both)."""
+    if name not in BATCHES:
+        raise KeyError(f"no batched Lua script named {name!r}")
+    lua = resources.files("tender_pool.slots").joinpath("lua")
+    one = lua.joinpath(f"{name}.lua").read_text()
+    return (lua.joinpath("lib.lua").read_text() + f"\nlocal function {name}_one()\n" + one + "\nend\n"
+            + lua.joinpath(f"{name}_many.lua").read_text())
+
+
+def register_batch(client: redis.Redis, name: str) -> Script:
+    """``batch_text(name)`` as a redis-py Script on ``client`` (EVALSHA, loading on NOSCRIPT)."""
+    return client.register_script(batch_text(name))
