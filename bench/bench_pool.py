@@ -28,9 +28,11 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "peers"))
 BIN = Path(sys.executable).with_name("tender-pool")
 
 import pool_toml  # noqa: E402
+from measure import IDLE_SETTLE_S, breakdown, idle_pss, pss_mib, tree  # noqa: E402  (as bench/compare)
 from tender_pool.slots.queue import Queue, connect  # noqa: E402
 from tender_pool.supervisor.keys import Keys  # noqa: E402
 from tender_pool.supervisor.types import SubmitRequest  # noqa: E402
@@ -55,11 +57,6 @@ def start_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
 def write_config(tmp: Path, sock: str, prefix: str) -> Path:
     return pool_toml.write(tmp / f"{prefix}.toml", sock, prefix, f"bench-{prefix}", tmp, pool="heartbeat = 10",
                            input_roots=(str(REPO / "jvm" / "training"),))
-
-
-def tree(pid: int) -> list[psutil.Process]:
-    p = psutil.Process(pid)
-    return [p, *p.children(recursive=False)]
 
 
 def wait_done(q: Queue, ids: list[str], timeout: float = 600) -> None:
@@ -129,11 +126,16 @@ def parse_latency(q: Queue, path: str, n: int = 20, warmup: int = 8) -> dict:
     return {"first_ms": first, "p50_ms": statistics.median(rest), "p90_ms": rest[int(len(rest) * 0.9) - 1]}
 
 
-def memory(pid: int) -> dict:
-    procs = tree(pid)
+def memory(pid: int, settle_s: float | None = None) -> dict:
+    """PSS of the daemon's tree (warm JVMs excluded), with ``measure.idle_pss``'s settling when
+    ``settle_s`` is given: the idle figure is read after work, as bench/compare reads it."""
+    if settle_s is None:
+        procs = tree([pid])
+        pss, parts = pss_mib(procs), breakdown(procs)
+    else:
+        pss, procs, parts = idle_pss([pid], settle_s)
     rss = sum(p.memory_info().rss for p in procs)
-    pss = sum(p.memory_full_info().pss for p in procs)
-    return {"processes": len(procs), "rss_mib": rss / 2**20, "pss_mib": pss / 2**20}
+    return {"processes": len(procs), "rss_mib": rss / 2**20, "pss_mib": pss, "parts": parts}
 
 
 def recovery(q: Queue, daemon_pid: int) -> float:
@@ -166,13 +168,15 @@ def main() -> None:
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
         time.sleep(1.5)
-        idle = memory(d.pid)
+        boot = memory(d.pid)  # before any job: not the idle figure (the slots grow over their first jobs)
         noop = run_batch(q, "noop", args.jobs, d.pid)
         sl = run_batch(q, "sleep10", args.jobs, d.pid)
         time.sleep(1.0)
         pk = pickup(q)
+        idle = memory(d.pid, settle_s=IDLE_SETTLE_S)  # after 2 × --jobs + 200 command-handler jobs, then idle
         doc = parse_latency(q, str(REPO / "jvm" / "training" / "notice.doc"))
         xls = parse_latency(q, str(REPO / "jvm" / "training" / "signin.xls"))
+        parsed = memory(d.pid, settle_s=IDLE_SETTLE_S)  # slots with the .doc/.xls readers imported; JVMs apart
         rec = recovery(q, d.pid)
         d.send_signal(signal.SIGTERM)
         d.wait(30)
@@ -182,7 +186,11 @@ def main() -> None:
             ("Redis commands per job", f"{noop['redis_cmds_per_job']:.1f}", "INFO total_commands_processed, incl. Lua-internal calls"),
             ("pick-up latency p50 / p99 (idle)", f"{pk['p50_ms']:.0f} / {pk['p99_ms']:.0f} ms", f"max {pk['max_ms']} ms; Redis TIME ms resolution"),
             ("idle RSS supervisor+slots", f"{idle['rss_mib']:.1f} MiB", f"{idle['processes']} processes"),
-            ("idle PSS supervisor+slots", f"{idle['pss_mib']:.1f} MiB", ""),
+            ("idle PSS supervisor+slots", f"{idle['pss_mib']:.1f} MiB",
+             f"after the jobs above, idle 2 s (as bench/compare): {idle['parts']}"),
+            ("  PSS right after boot", f"{boot['pss_mib']:.1f} MiB", f"before any job: {boot['parts']}"),
+            ("  PSS after parse_markdown jobs", f"{parsed['pss_mib']:.1f} MiB",
+             f"readers imported in the slots, warm JVMs excluded: {parsed['parts']}"),
             ("parse_markdown small .doc, claim → stored", f"{doc['p50_ms']:.0f} / {doc['p90_ms']:.0f} ms",
              f"p50 / p90, warm JVM; first run {doc['first_ms']} ms (JVM start + imports)"),
             ("parse_markdown small .xls, claim → stored", f"{xls['p50_ms']:.0f} / {xls['p90_ms']:.0f} ms",

@@ -5,10 +5,11 @@ issue 12 (``bench/bench_scale.py``, in our venv). Run through ``bench/compare`` 
 
 Per repetition and system: no-op and 10 ms jobs/s, each from a fresh start with the jobs already
 queued (end to end from the worker launch, and first job start → last job finish); then one running
-instance: idle PSS, pick-up latency idle (20 jobs/s) and at 50 % of that system's no-op capacity
-measured in the same repetition, CPU per job by process over a batch, Redis commands and read events
-per job. Once per system and settings: a worker SIGKILLed mid-job (defaults in parallel, waited
-for at most ``--recovery-wait`` s; best settings one at a time).
+instance: pick-up latency idle (20 jobs/s) and at 50 % of that system's no-op capacity measured in
+the same repetition, CPU per job by process over a batch, Redis commands and read events per job,
+and last the idle PSS, once that instance has run all of it and been idle 2 s (``measure.idle_pss``,
+as bench_pool.py reads it). Once per system and settings: a worker SIGKILLed mid-job (defaults in
+parallel, waited for at most ``--recovery-wait`` s; best settings one at a time).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from measure import RedisCounters, cpu_delta, cpu_of, machine, med_range, pct, pss_mib, start_redis, tree
+from measure import RedisCounters, cpu_delta, cpu_of, idle_pss, machine, med_range, pct, start_redis, tree
 from systems import Ours, all_systems
 
 
@@ -64,7 +65,7 @@ def latencies(s, since: float) -> list[float]:
 
 
 def running_phase(s, counters: RedisCounters, a: argparse.Namespace, capacity: float) -> dict:
-    """One instance: idle PSS, pick-up idle, CPU per job over a batch, pick-up at 50 % load."""
+    """One instance: pick-up idle, CPU per job over a batch, pick-up at 50 % load, then idle PSS."""
     s.reset()
     s.start()
     out: dict = {}
@@ -74,8 +75,6 @@ def running_phase(s, counters: RedisCounters, a: argparse.Namespace, capacity: f
         s.enqueue("noop", 8)
         wait_done(s, 8, 120)
         time.sleep(2.0)
-        procs = tree(s.roots())
-        out["pss"], out["nproc"] = pss_mib(procs), len(procs)
         # pick-up, idle: one job every 50 ms, or at a tenth of the capacity if slower (each finds the
         # workers idle)
         t = time.time()
@@ -104,6 +103,11 @@ def running_phase(s, counters: RedisCounters, a: argparse.Namespace, capacity: f
         wait_done(s, base + n, 300)
         lat = latencies(s, t)
         out["load_rate"], out["load_p50"], out["load_p99"] = rate, pct(lat, 0.5), pct(lat, 0.99)
+        # idle PSS: once this instance has run all of the above and been idle (measure.idle_pss, as
+        # bench_pool.py reads it): a long-running daemon's figure, not its first seconds'
+        out["pss"], procs, parts = idle_pss(s.roots())
+        out["nproc"] = len(procs)
+        print(f"  idle PSS {out['pss']:.1f} MiB after {s.done()} jobs: {parts}", flush=True)
     finally:
         s.stop()
     return out

@@ -85,6 +85,43 @@ def pss_mib(procs: list[psutil.Process]) -> float:
     return total / 2**20
 
 
+IDLE_SETTLE_S = 2.0  # after the last job finished, before the idle PSS is read
+
+
+def idle_pss(roots: list[int], settle_s: float = IDLE_SETTLE_S) -> tuple[float, list[psutil.Process], str]:
+    """The idle PSS as both benches report it (bench/compare, bench/bench_pool.py): read once the
+    system has run its work and then been idle ``settle_s`` — the figure a daemon that runs for
+    weeks shows between bursts, not the one right after its start (ours grows ~5 MiB over its first
+    jobs: each slot copies the inherited pages its loop touches). Every process under ``roots``
+    minus the warm JVMs (``tree``). Returns (MiB, the processes, a per-process breakdown)."""
+    time.sleep(settle_s)
+    procs = tree(roots)
+    return pss_mib(procs), procs, breakdown(procs)
+
+
+def breakdown(procs: list[psutil.Process]) -> str:
+    """One entry per kind of process, MiB: PSS, USS (pages only it maps) and RSS shared (pages it
+    shares, counted whole), e.g. ``supervisor pss 14.1 uss 8.2 shared 11.9; 4 × slot pss 11.8 uss
+    6.9 shared 6.0 (each)``. Ours are grouped by title (``tender-pool: slot 2 idle`` → slot), others
+    by process name."""
+    groups: dict[str, list] = {}
+    for p in procs:
+        try:
+            m = p.memory_full_info()
+            title = " ".join(p.cmdline())
+            key = title.split()[1] if title.startswith("tender-pool: ") else p.name()
+        except (psutil.NoSuchProcess, IndexError):
+            continue
+        groups.setdefault(key, []).append(m)
+    out = []
+    for key, ms in groups.items():
+        n = len(ms)
+        pss, uss, shared = (sum(getattr(m, f) for m in ms) / n / 2**20 for f in ("pss", "uss", "shared"))
+        head = f"{n} × {key}" if n > 1 else key
+        out.append(f"{head} pss {pss:.1f} uss {uss:.1f} shared {shared:.1f}" + (" (each)" if n > 1 else ""))
+    return "; ".join(out)
+
+
 def cpu_of(procs: list[psutil.Process]) -> dict[int, tuple[float, float]]:
     """pid → (own CPU s, CPU s of its reaped children) from /proc/<pid>/stat (via psutil)."""
     out = {}
