@@ -17,9 +17,10 @@ the server's own (``INFO cpu``) per job. ``--old REV`` also times history and th
 they were at git revision REV (``client/history.py``, ``supervisor/status_probe.py`` loaded from
 it), once each: over 10⁶ finished the old history takes minutes a page.
 
-    .venv/bin/python bench/bench_scale.py [--quick] [--old REV]
+    .venv/bin/python bench/bench_scale.py [--quick] [--old REV] [--only reaper]
 
-``--quick``: sizes 10³, 10⁴, 10⁵ and 10⁵ finished (about a minute).
+``--quick``: sizes 10³, 10⁴, 10⁵ and 10⁵ finished (about a minute). ``--only reaper``: the two
+reaper passes alone.
 """
 
 from __future__ import annotations
@@ -342,7 +343,7 @@ def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool) -
     hk = Housekeeper(cfg, Queue(r, k), Owner("bench", "live", "boot", os.getpid()), _Log())
     hk.quiet_enough = lambda now: True  # a fresh server: the outage guard would wait out its uptime
     c0, t0 = cpu_s(r), time.perf_counter()
-    hk.reap(time.monotonic())  # Queue.requeue_list: pipelined, a batch of entries per round trip
+    hk.reap(time.monotonic())  # Queue.requeue_lists_many: requeue_many.lua, 100 entries a call, 200 a round trip
     wall, cpu = time.perf_counter() - t0, cpu_s(r) - c0
     left = sum(r.llen(x) for x in procs)
     back = r.llen(k.ready_lo) + r.llen(k.ready_hi)
@@ -373,13 +374,45 @@ def load_old(rev: str):
     return out
 
 
+def print_reaps(reaps: list[dict]) -> list[str]:
+    """The reaper rows; returns what is over its 1 s target."""
+    slow = []
+    for x in reaps:
+        how = "running" if x["started"] else "claimed, not started"
+        print(f"reaper pass over {x['entries']} entries ({how}) "
+              f"of {x['hosts']} dead hosts: {x['pass_s'] * 1000:.0f} ms ({x['redis_cpu_s'] * 1000:.0f} ms Redis CPU); "
+              f"{x['reclaimed']} reclaimed, {x['left']} left in the lists, {x['queued_after']} queued after")
+        if x["pass_s"] > 1:
+            slow.append(f"reaper pass ({'running' if x['started'] else 'claimed'}) over 1 s")
+    return slow
+
+
+def reaper_only() -> None:
+    """``--only reaper``: the two reaper passes on a fresh server (a few seconds, mostly the setup)."""
+    print(f"bench_scale --only reaper: {os.cpu_count()} cores, load average {load_avg()}", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    srv = Server(tmp)
+    try:
+        reaps = [reaper_pass(srv, Keys("tp", "q"), 10_000, 100, True),
+                 reaper_pass(srv, Keys("tp", "q"), 10_000, 100, False)]
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    slow = print_reaps(reaps)
+    print(f"load average now {load_avg()}")
+    print("\nslow: " + ("; ".join(slow) if slow else "nothing over its target"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="sizes 10³, 10⁴, 10⁵; 10⁵ finished")
     ap.add_argument("--old", metavar="REV", help="also time history and the status probe as at git REV")
     ap.add_argument("--jobs", type=int, default=2000, help="claim+start round trips per repetition")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", choices=["reaper"], help="run only that part (reaper: its two passes, seconds)")
     a = ap.parse_args()
+    if a.only == "reaper":
+        return reaper_only()
     sizes = [10**3, 10**4, 10**5] if a.quick else [10**3, 10**5, 10**6]
     finished = 10**5 if a.quick else 10**6
     old = load_old(a.old) if a.old else None
@@ -446,12 +479,7 @@ def main() -> None:
           f"{history.TRIM_STEPS} steps of {history.TRIM_STEP}); the first {trim_s * 1000:.0f} ms ({trim_cpu * 1000:.0f} ms "
           f"Redis CPU), the rest {rest_s * 1000:.0f} ms; then a sweep 5000 more past it: {trim_next_ms:.1f} ms")
     print()
-    for x in reaps:
-        how = "running" if x["started"] else "claimed, not started"
-        print(f"reaper pass over {x['entries']} entries ({how}) "
-              f"of {x['hosts']} dead hosts: {x['pass_s'] * 1000:.0f} ms ({x['redis_cpu_s'] * 1000:.0f} ms Redis CPU); "
-              f"{x['reclaimed']} reclaimed, {x['left']} left in the lists, {x['queued_after']} queued after")
-    slow = []
+    slow = print_reaps(reaps)
     spread = max(x["jobs_per_s"] for x in rows) / min(x["jobs_per_s"] for x in rows) - 1
     if spread > 0.10:
         slow.append(f"claim+start jobs/s spread {spread * 100:.0f} % across sizes (target 10 %)")
@@ -460,9 +488,6 @@ def main() -> None:
     for h in hist[:2]:
         if h["ms"] > 100:
             slow.append(f"history {h['label']} over 100 ms")
-    for x in reaps:
-        if x["pass_s"] > 1:
-            slow.append(f"reaper pass ({'running' if x['started'] else 'claimed'}) over 1 s")
     print("\nslow: " + ("; ".join(slow) if slow else "nothing over its target"))
 
 

@@ -513,13 +513,21 @@ class Queue:
         def send() -> None:
             heads = [[k.base, reason, lists[i][2], crash_cap, lock_ttl_ms, retention_s, "1" if list_dead else "0"]
                      for i, _, _ in trip]
-            if len(trip) == 1:  # EVALSHA alone: no pipeline's SCRIPT EXISTS round trip
+            if len(trip) == 1:
                 replies = [script(keys=trip[0][1], args=heads[0] + trip[0][2])]
             else:
+                # EVALSHA itself, not the Script on a pipeline (a SCRIPT EXISTS round trip each time);
+                # a call Redis did not know the script for (restarted, flushed) did nothing: it is
+                # made again alone, which loads the script
                 p = self.r.pipeline(transaction=False)
                 for (_, keys, batch), head in zip(trip, heads):
-                    script(keys=keys, args=head + batch, client=p)
-                replies = p.execute()
+                    p.evalsha(script.sha, len(keys), *keys, *head, *batch)
+                replies = p.execute(raise_on_error=False)
+                for n, ((_, keys, batch), head) in enumerate(zip(trip, heads)):
+                    if isinstance(replies[n], redis.exceptions.NoScriptError):
+                        replies[n] = script(keys=keys, args=head + batch)
+                    elif isinstance(replies[n], Exception):
+                        raise replies[n]
             for (i, _, batch), verdicts in zip(trip, replies):
                 out[i] += [(_s(e) or "", _s(v) or "") for e, v in zip(batch, verdicts)]
 

@@ -19,7 +19,10 @@ Reclaim only on evidence of death, with a bounded delay:
   ``STUCK_MARGIN``): requeued (remote) or, ours, its list handed to the main loop (``take_stuck``),
   which kills the slot; the death path then requeues it.
 Every requeue is requeue.lua, which re-checks the owner atomically; two reapers racing are harmless,
-the ``reaper`` lease only saves work.
+the ``reaper`` lease only saves work. Whole lists (a dead slot's; every dead host's list found in a
+pass, together) go through requeue_many.lua: requeue.lua's own text run per entry, 100 entries a call,
+~200 a round trip (``Queue.requeue_lists_many``), so 10⁴ entries cost Redis the per-entry logic only,
+not 10⁴ script calls, and many dead lists a few round trips, not a few each.
 
 Threads: no lock is shared with the main loop. The main loop hands work over through two
 ``queue.SimpleQueue``s and an ``Event``; the counters here are written by this thread only. Forking a
@@ -171,7 +174,7 @@ class Housekeeper(threading.Thread):
         while self.retry:
             proc, reason, slot = self.retry[0]
             try:
-                res = self.q.requeue_list(proc, reason, **self._requeue_args())
+                res = self.q.requeue_list_many(proc, reason, **self._requeue_args())
             except redis.RedisError as e:
                 self.log.warning("requeue_deferred_redis_down", list=proc, error=str(e))
                 raise
@@ -231,14 +234,36 @@ class Housekeeper(threading.Thread):
         lists = {p.decode(): Owner.decode(v.decode()) for p, v in r.hgetall(self.k.proclists).items()}
         if now - self.last_full_scan > FULL_SCAN_EVERY_S:
             self.last_full_scan = now
-            for name in r.scan_iter(match=self.k.proc_pattern, count=500):
+            for name in r.scan_iter(match=self.k.proc_pattern, count=5000):  # ~1 ms of Redis a step
                 n = name.decode()
                 if n not in lists:
                     lists[n] = Owner.from_list_name(n)  # never registered: its owner is only its name
+        # Every owner's host key in one round trip, not one per list (each requeue re-checks it anyway)
+        hosts = sorted({owner.host for owner in lists.values()})
+        held = {h: v.decode() if v else None for h, v in zip(hosts, r.mget([self.k.host(h) for h in hosts]))} \
+            if hosts else {}
+        dead: list[tuple[str, Owner, str]] = []
         for proc, owner in lists.items():
-            self.check_list(proc, owner, now)
+            self.check_list(proc, owner, now, held, dead)
+        self.requeue_dead(dead)
         if self._quiet:
             self.judging_deferred = False
+
+    def requeue_dead(self, lists: list[tuple[str, Owner, str]]) -> None:
+        """Dead owners' lists ``(list, owner, the holder requeue.lua must not find in its host key)``,
+        all together: read in one round trip, their entries requeued ~200 a round trip
+        (``Queue.requeue_lists_many``), so a pass over many dead hosts' lists, most of them empty or
+        holding one entry, costs a few round trips, not a few per list."""
+        if not lists:
+            return
+        results = self.q.requeue_lists_many([(proc, owner.host, check) for proc, owner, check in lists], "crash",
+                                            **self._requeue_args())
+        for (proc, owner, _), pairs in zip(lists, results):
+            encoded = owner.encode()
+            for entry, verdict in pairs:
+                if verdict in ("requeued", "failed", "raw"):
+                    self.reclaimed += 1
+                    self.log.warning("reclaimed", job_id=entry, list=proc, owner=encoded, verdict=verdict)
 
     def quiet_enough(self, now: float) -> bool:
         """May a missing host key be taken as its host's death? Only if every host has had, since
@@ -288,9 +313,15 @@ class Housekeeper(threading.Thread):
     def ours(self, owner: Owner) -> bool:
         return owner.host == self.host and owner.incarnation == self.owner.incarnation
 
-    def check_list(self, proc: str, owner: Owner, now: float) -> None:
-        current = self.q.r.get(self.k.host(owner.host))
-        current = current.decode() if current else None
+    def check_list(self, proc: str, owner: Owner, now: float, held: dict[str, str | None] | None = None,
+                   dead: list[tuple[str, Owner, str]] | None = None) -> None:
+        """``held``: host id → its host key's value as read at the start of this pass (else read here).
+        ``dead``: a dead owner's list is added to it, for ``requeue_dead`` (else requeued here)."""
+        if held is not None and owner.host in held:
+            current = held[owner.host]
+        else:
+            current = self.q.r.get(self.k.host(owner.host))
+            current = current.decode() if current else None
         # Our own lists: we know we are alive even if our host key lapsed (this thread stalled past
         # its TTL under load). Judging them dead would requeue jobs our slots are running.
         alive = self.ours(owner) or owner.holds(current)
@@ -301,11 +332,10 @@ class Housekeeper(threading.Thread):
             # requeue.lua re-checks that GET host:<host> is not the holder we judged dead (for a list
             # known only by name: that the host key is still what we just read)
             check = owner.holder if not owner.partial else (current or "-")
-            for entry, verdict in self.q.requeue_list(proc, "crash", owner_host=owner.host, owner_incarnation=check,
-                                                      **args):
-                if verdict in ("requeued", "failed", "raw"):
-                    self.reclaimed += 1
-                    self.log.warning("reclaimed", job_id=entry, list=proc, owner=owner.encode(), verdict=verdict)
+            if dead is None:
+                self.requeue_dead([(proc, owner, check)])
+            else:
+                dead.append((proc, owner, check))
             return
         stamp_now, entries = self.q.stamp(proc)
         for entry, stamped in entries:
