@@ -60,6 +60,23 @@ def throughput(s, counters: RedisCounters, kind: str, n: int) -> dict:
             "cmds": (d["cmds"] - polls - 2) / n, "reads": (d["reads"] - polls - 2) / n, "xadd": d["xadd"] / n}
 
 
+def floor(kind: str, n: int) -> float:
+    """Jobs/s of our job command for ``kind`` alone, 4 at a time, started by ``xargs -P 4`` (C,
+    fork + exec, nothing else): the most any pool can get on this machine from a process per job
+    with these bodies. Ours is read against it (a pool's own cost is the gap)."""
+    import sys
+    import tomllib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import pool_toml
+
+    argv = tomllib.loads(pool_toml.HANDLERS)["handlers"][kind]["command"]
+    t0 = time.monotonic()
+    subprocess.run(["xargs", "-P", "4", "-n", "1", "--", *argv], input="\n".join(map(str, range(n))).encode(),
+                   stdout=subprocess.DEVNULL, check=True)
+    return n / (time.monotonic() - t0)
+
+
 def latencies(s, since: float) -> list[float]:
     return [(st - enq) * 1000 for enq, st, _, _ in s.records() if enq >= since]
 
@@ -167,6 +184,15 @@ def recovery(s, mode: str, wait_s: float) -> dict:
     return out
 
 
+def _share(res: dict, key: str, floor_xs: list[float]) -> str:
+    import statistics
+
+    ours = res.get("tender-pool", {}).get(key)
+    if not ours or not floor_xs:
+        return "—"
+    return f"{100 * statistics.median(ours) / statistics.median(floor_xs):.0f} %"
+
+
 def fmt(xs: list[float], nd: int = 0) -> str:
     m, lo, hi = med_range(xs)
     if m != m:
@@ -228,7 +254,10 @@ def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
     def add(name: str, key: str, v) -> None:
         res[name].setdefault(key, []).append(v)
 
+    floors: dict[str, list[float]] = {"noop": [], "sleep10": []}
     for rep in range(a.reps):
+        for kind, n in (("noop", a.jobs), ("sleep10", a.sleep_jobs)):
+            floors[kind].append(floor(kind, n))
         order = systems[rep % len(systems):] + systems[: rep % len(systems)]
         for s in order:
             print(f"rep {rep + 1}: {s.name} ({machine()})", flush=True)
@@ -269,7 +298,7 @@ def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
         counters.r.flushall()
         s.restarted = 0
         guarded(s, "best" if not isinstance(s, Ours) else "default")
-    report(systems, res, rec, a)
+    report(systems, res, rec, a, floors)
 
 
 ROWS = [
@@ -293,7 +322,7 @@ ROWS = [
 ]
 
 
-def report(systems, res, rec, a) -> None:
+def report(systems, res, rec, a, floors: dict[str, list[float]]) -> None:
     import statistics
 
     names = [s.name for s in systems]
@@ -314,6 +343,9 @@ def report(systems, res, rec, a) -> None:
             if peers[bn]:
                 ratio = f"{meds['tender-pool'] / peers[bn]:.2f} ({bn})"
         print(f"{label:<{w0}}" + "".join(f" {x}" if len(x) >= c else x for x, c in zip(cells, cols)) + f"   {ratio}")
+    print("\nthe job bodies alone, 4 at a time (xargs -P 4, no pool), jobs/s: no-op " + fmt(floors["noop"])
+          + ", 10 ms " + fmt(floors["sleep10"]) + "; ours first → last as a share of it: no-op "
+          + _share(res, "noop_f2l", floors["noop"]) + ", 10 ms " + _share(res, "sleep_f2l", floors["sleep10"]))
     print("\nload rate used (50 % of each system's median no-op capacity in that repetition), jobs/s: " + ", ".join(
         f"{n} {fmt(res[n].get('load_rate', []))}" for n in names))
     print("\nSIGKILL of the worker running a 3 s job (the job starting again, after the kill):")
