@@ -26,11 +26,14 @@
  * 1 canceller, and Env (time, replication, failover). Budgets (-D...): CRASHES (all processes
  * together), ERRS (Redis calls that fail or lose their reply), LAPSES (a live host's heartbeat
  * lapsing past the fence), LATES (the reaper finding an entry far past its deadline), FREEZES (a
- * replica falling behind; each ends in catch-up or failover), CANCELS, RETRIES (business retries);
- * JOBS (how many of the three jobs are submitted: a smaller world for the two-fault runs).
+ * replica falling behind; each ends in catch-up or failover), CANCELS, RETRIES (business retries),
+ * DUPS (a copy of a running job's entry appears in another worker's list); JOBS (how many of the
+ * three jobs are submitted: a smaller world for the two-fault runs).
  *
  * Seeded faults (-D...; each a copy of the protocol with one defect, tests/model shows spin finds it):
  *   FAULT_REQUEUE_NO_OWNER_CHECK   requeue.lua without l.15 (GET host:<owner> == the judged holder)
+ *   FAULT_REQUEUE_DUP_RUNNING      requeue.lua without live_elsewhere (a duplicate entry of a job
+ *                                  running live under another worker requeues it: a second attempt)
  *   FAULT_RELEASE_BEFORE_RESULT    the slot frees the user's lock in one call, then settles in another
  *   FAULT_SETTLE_NO_FENCE          settle_job without its token check (a stale attempt settles)
  *   FAULT_NO_STAMP_RECHECK         requeue.lua without l.16 (the fix of 64a3038 undone)
@@ -62,6 +65,9 @@
 #endif
 #ifndef RETRIES
 #define RETRIES 1
+#endif
+#ifndef DUPS
+#define DUPS 1        /* duplicate entries of a running job in another worker's list (see Env) */
 #endif
 #ifndef JOBS
 #define JOBS 3        /* how many of the jobs 0, 1, 2 the producer submits (a smaller world) */
@@ -150,8 +156,12 @@ byte dp[NJ];          /* copies in deps:<dep(j)> */
 bit  dl[NJ];          /* member of delayed */
 byte lk[NU];          /* lock:<user> */
 bit  wu[NU];          /* member of waitusers */
+byte jk[NJ];          /* job:<id> worker: the slot that started its last attempt (read only while running) */
+byte bj[NS];          /* busy:<worker of slot s>: the job its state names + 1 (0 = no key) ... */
+byte bt[NS];          /* ... and that attempt's token (the Lua compares `attempt` with the job's `attempts`) */
 byte r_js[NJ]; byte r_jt[NJ]; bit r_jc[NJ]; byte r_jw[NJ]; byte r_jx[NJ]; byte r_jr[NJ];
 byte r_rdy[NJ]; byte r_pl[NL * NJ]; byte r_wt[NJ]; byte r_dp[NJ]; bit r_dl[NJ]; byte r_lk[NU]; bit r_wu[NU];
+byte r_jk[NJ]; byte r_bj[NS]; byte r_bt[NS];
 bit frozen;           /* the replica stopped taking writes at the moment R was copied */
 byte lag[1 + NS];     /* a WAITed write of the producer (0) / slot s (1+s): 0 on the replica, 1 not yet, 2 lost */
 
@@ -176,7 +186,7 @@ byte running[NJ];     /* handlers of job j running now */
 byte rj = NOJ;        /* the entry the reaper judged far past its deadline (its claim stamp) ... */
 bit  rjs;             /* ... and whether `started` <rj> changed since (requeue.lua ARGV[9] re-check) */
 
-byte crashes, errs, lapses, freezes, cancels, lates, retries;
+byte crashes, errs, lapses, freezes, cancels, lates, retries, dups;
 
 /* scratch of the atomic blocks, written before read on every path: kept out of the state vector
  * (-DSHOWN keeps them in: pan's breadth-first search refuses hidden variables) */
@@ -230,6 +240,11 @@ inline ON_TERMINAL(e) {
     :: else -> skip
     fi
   }
+}
+
+/* lib.lua clear_busy: the slot's busy state names this job: DEL it */
+inline CLEAR_BUSY(w, e) {
+  if :: bj[w] == (e) + 1 -> bj[w] = 0; bt[w] = 0 :: else -> skip fi
 }
 
 /* lib.lua set_state (the state field; counts, fairness, runs and events are not modelled):
@@ -305,7 +320,10 @@ inline START_JOB(L, e, t, res) {
   fi;
   /* run: lock := token, state running, token, started := now */
   if
-  :: res == R_NONE -> lk[u] = t; SETSTATE(e, RUNNING); jt[e] = t; RESTAMP(e); res = R_RUN
+  :: res == R_NONE ->
+     lk[u] = t; SETSTATE(e, RUNNING); jt[e] = t; jk[e] = OWNER(L); RESTAMP(e);
+     bj[OWNER(L)] = e + 1; bt[OWNER(L)] = t;            /* SET busy:<worker> {job_id, attempt, ...} */
+     res = R_RUN
   :: else -> skip
   fi;
   rsv = 0; x = 0; u = 0
@@ -401,8 +419,9 @@ inline TAKE(L, g, rt, t, e, res) {
   TAKE_JOB(L, g, rt, NOJ, t, e, res)
 }
 
-/* settle.lua: settle_job alone */
+/* settle.lua: settle_job alone (not keep_busy: clear_busy first, fenced or not) */
 inline SETTLE(L, e, t, v, res) {
+  CLEAR_BUSY(OWNER(L), e);
   SETTLE_JOB(L, e, t, v, res)
 }
 
@@ -417,16 +436,21 @@ inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
   :: (qrt && jt[qe] == qnt) -> qres = R_OK; sk = NOJ
   :: else -> SETTLE_JOB(qL, qe, qt, qv, qres); sk = qe
   fi;
-  TAKE_JOB(qL, NOJ, qrt, sk, qnt, qn, qnres); sk = 0
+  TAKE_JOB(qL, NOJ, qrt, sk, qnt, qn, qnres); sk = 0;
 #else
   SETTLE_JOB(qL, qe, qt, qv, qres);
-  TAKE_JOB(qL, NOJ, qrt, qe, qnt, qn, qnres)
+  TAKE_JOB(qL, NOJ, qrt, qe, qnt, qn, qnres);
 #endif
+  /* keep_busy: a started job's state replaced it; otherwise clear it while it names the settled job */
+  if :: qnres != R_RUN -> CLEAR_BUSY(OWNER(qL), qe) :: else -> skip fi
 }
 
 /* requeue.lua: re-check the owner is dead (check: l.15) and, for a deadline, that the claim stamp
- * is still the judged one (stp: l.16), the entry is still there; running → release its lock,
- * count the crash (crash cap → failed), queued; RPUSH ready */
+ * is still the judged one (stp: l.16), the entry is still there; LREM it; running under another
+ * worker (its `worker` is not the list's, slot OWNER(L)) whose busy state names this job at its
+ * current attempt → only this duplicate entry goes ('gone': no HDEL started, job untouched);
+ * else HDEL started; running → release its lock, count the crash (crash cap → failed), queued;
+ * RPUSH ready */
 inline REQUEUE(L, e, reason, check, stp, res) {
   u = USER(e); res = R_NONE;
 #ifndef FAULT_REQUEUE_NO_OWNER_CHECK
@@ -439,10 +463,18 @@ inline REQUEUE(L, e, reason, check, stp, res) {
   :: res == R_ALIVE -> skip
   :: (res == R_NONE && PL(L, e) == 0) -> res = R_GONE
   :: (res == R_NONE && PL(L, e) > 0) ->
-     PL(L, e)--; RESTAMP(e);
+     PL(L, e)--;
      if
-     :: TERMINAL(js[e]) -> res = R_GONE
-     :: else ->
+#ifndef FAULT_REQUEUE_DUP_RUNNING
+     :: (js[e] == RUNNING && jk[e] != OWNER(L) && bj[jk[e]] == e + 1 && bt[jk[e]] == jt[e]) ->
+        res = R_GONE                                   /* live elsewhere: our entry was a duplicate */
+#endif
+     :: else -> RESTAMP(e)                             /* HDEL started id */
+     fi;
+     if
+     :: res == R_GONE -> skip
+     :: (res != R_GONE && TERMINAL(js[e])) -> res = R_GONE
+     :: (res != R_GONE && !TERMINAL(js[e])) ->
         res = R_REQUEUED;
         if
         :: js[e] == RUNNING ->
@@ -534,7 +566,8 @@ inline NEWTOK(t) {
   do
   :: (t == jt[0] || t == jt[1] || t == jt[2] || t == lk[0] || t == lk[1] ||
       t == r_jt[0] || t == r_jt[1] || t == r_jt[2] || t == r_lk[0] || t == r_lk[1] ||
-      t == stok[0] || t == stok[1] || t == ntok[0] || t == ntok[1]) -> t++
+      t == stok[0] || t == stok[1] || t == ntok[0] || t == ntok[1] ||
+      t == bt[0] || t == bt[1] || t == r_bt[0] || t == r_bt[1]) -> t++
   :: else -> break
   od
 }
@@ -623,7 +656,11 @@ proctype Slot(byte s) {                    /* slots/slot.py: Slot.main, Slot.ste
   byte L, e, g, v, res;                    /* list; job in hand; the BLMOVE's entry; verdict; answer */
   bit due, rec, lap, rty, tn;              /* reconcile_due; reconcile now; lease_lapsed; retry; take_next */
 boot:                                      /* forked with its list registered (register_list) */
-  atomic { L = lst[s]; due = 1; rec = 1; lap = 0; e = NOJ; g = NOJ; v = 0; res = 0; rty = 0; tn = 0 }
+  atomic { L = lst[s]; due = 1; rec = 1; lap = 0; e = NOJ; g = NOJ; v = 0; res = 0; rty = 0; tn = 0;
+    if                                     /* BusyTracker.clear_stale: DEL busy:<worker> (errors swallowed) */
+    :: bj[s] = 0; bt[s] = 0
+    :: errs < ERRS -> errs++
+    fi }
 endloop:                                   /* Slot.step: reconcile, claim */
   if
   SLOT_CRASH
@@ -888,18 +925,24 @@ inline SNAPSHOT() {
   for (ci : 0 .. NJ - 1) { r_js[ci] = js[ci]; r_jt[ci] = jt[ci]; r_jc[ci] = jc[ci]; r_jw[ci] = jw[ci]; r_jx[ci] = jx[ci]; r_jr[ci] = jr[ci]; r_rdy[ci] = rdy[ci]; r_wt[ci] = wt[ci]; r_dp[ci] = dp[ci]; r_dl[ci] = dl[ci] }
   for (ci : 0 .. NL * NJ - 1) { r_pl[ci] = pl[ci] }
   for (ci : 0 .. NU - 1) { r_lk[ci] = lk[ci]; r_wu[ci] = wu[ci] }
+  for (ci : 0 .. NJ - 1) { r_jk[ci] = jk[ci] }
+  for (ci : 0 .. NS - 1) { r_bj[ci] = bj[ci]; r_bt[ci] = bt[ci] }
 }
 /* failover: the lagging replica becomes the primary */
 inline FAILOVER() {
   for (ci : 0 .. NJ - 1) { js[ci] = r_js[ci]; jt[ci] = r_jt[ci]; jc[ci] = r_jc[ci]; jw[ci] = r_jw[ci]; jx[ci] = r_jx[ci]; jr[ci] = r_jr[ci]; rdy[ci] = r_rdy[ci]; wt[ci] = r_wt[ci]; dp[ci] = r_dp[ci]; dl[ci] = r_dl[ci] }
   for (ci : 0 .. NL * NJ - 1) { pl[ci] = r_pl[ci] }
   for (ci : 0 .. NU - 1) { lk[ci] = r_lk[ci]; wu[ci] = r_wu[ci] }
+  for (ci : 0 .. NJ - 1) { jk[ci] = r_jk[ci] }
+  for (ci : 0 .. NS - 1) { bj[ci] = r_bj[ci]; bt[ci] = r_bt[ci] }
 }
 /* the replica has everything again (its copy is not needed: zero keeps the state vector canonical) */
 inline RZERO() {
   for (ci : 0 .. NJ - 1) { r_js[ci] = 0; r_jt[ci] = 0; r_jc[ci] = 0; r_jw[ci] = 0; r_jx[ci] = 0; r_jr[ci] = 0; r_rdy[ci] = 0; r_wt[ci] = 0; r_dp[ci] = 0; r_dl[ci] = 0 }
   for (ci : 0 .. NL * NJ - 1) { r_pl[ci] = 0 }
   for (ci : 0 .. NU - 1) { r_lk[ci] = 0; r_wu[ci] = 0 }
+  for (ci : 0 .. NJ - 1) { r_jk[ci] = 0 }
+  for (ci : 0 .. NS - 1) { r_bj[ci] = 0; r_bt[ci] = 0 }
 }
 #define LAPSE(h) (lease[h] == FRESH && (hdead[h] || lapses < LAPSES))
 /* the key expires only once the host's covered attempt has stopped: the take's min_lease (kill +
@@ -907,6 +950,9 @@ inline RZERO() {
  * the key runs out (3 x heartbeat > fence + kill). An attempt started while the lease was not
  * fresh has no such margin. */
 #define EXPIRES(h) (lease[h] == STALE && !(cov[h] && (hrun[h] || win[h])))
+#define DUP(s, j) (dups < DUPS && js[j] == RUNNING && jk[j] != (s) && PL(lst[s], j) == 0) -> \
+  dups++; PL(lst[s], j)++
+#define BUSYEXPIRES(s) (bj[s] != 0 && sj[s] + 1 != bj[s] && !(hrun[s] && hj[s] + 1 == bj[s]))
 active proctype Env() {
 end:
   do
@@ -916,6 +962,16 @@ end:
   /* the key expires: fence interval + the time to stop < 3 x heartbeat, so only after the fence */
   :: atomic { EXPIRES(0) -> lease[0] = EXPIRED }
   :: atomic { EXPIRES(1) -> lease[1] = EXPIRED }
+  /* busy:<worker> expires (PX longest timeout + 120 s): only once the slot holds that job no more
+     and no handler of that slot runs it (the runner kills an attempt at its deadline) */
+  :: atomic { BUSYEXPIRES(0) -> bj[0] = 0; bt[0] = 0 }
+  :: atomic { BUSYEXPIRES(1) -> bj[1] = 0; bt[1] = 0 }
+  /* a duplicate entry: a copy of a running job's entry in the current list of a slot other than the
+     job's worker. The model's failover loses a suffix of the writes (the replica's copy is a prefix
+     of the history), so it never leaves such a copy; a real one can (a split brain's writes on the
+     old primary, a promoted replica other than the one a WAIT counted): this step stands for it. */
+  :: atomic { DUP(0, 0) } :: atomic { DUP(0, 1) } :: atomic { DUP(0, 2) }
+  :: atomic { DUP(1, 0) } :: atomic { DUP(1, 1) } :: atomic { DUP(1, 2) }
   /* replication: the replica stops taking writes here ... */
   :: atomic { !frozen && freezes < FREEZES -> freezes++; frozen = 1; SNAPSHOT() }
   /* ... and catches up (the WAITs in flight are answered) */

@@ -22,10 +22,31 @@ local function tidy()
 end
 
 if not redis.call('LPOS', KEYS[1], entry) then tidy() return {'gone'} end
+-- A duplicate entry of a job running under another worker (left in our list by a failover, found by
+-- Slot.reconcile or a NoLease 'unclaim'; or in a dead slot's list): that attempt is live elsewhere
+-- when the job's `worker` is not this list's (KEYS[1] = <base>:proc:<host>:<incarnation>:<slot>.<n>,
+-- worker <host>-slot<slot>) and that worker's busy state (busy:<worker>, spelt from KEYS[1]'s base
+-- as take_job spells keys: one cluster slot) names the job at its current `attempts`. Then only our
+-- entry goes ('gone'): the job, its lock, its state and its `started` stamp are that attempt's.
+-- Without that evidence (no busy state, another job, an older attempt) it is requeued as before: a
+-- job whose worker is gone must not be stranded. (The same worker's other incarnation is not told
+-- apart: its busy key is the same, its list another.)
+local function live_elsewhere(worker, attempts)
+  local a = tonumber(attempts)
+  if not worker or worker == '' or not a then return false end
+  local base, host, slot = string.match(KEYS[1], '^(.*):proc:([^:]+):[^:]+:(%d+)%.%d+$')
+  if not base or worker == host .. '-slot' .. slot then return false end
+  local cur = redis.call('GET', base .. ':busy:' .. worker)
+  if not cur then return false end
+  local ok, st = pcall(cjson.decode, cur)
+  return ok and type(st) == 'table' and st.job_id == entry and tonumber(st.attempt) == a
+end
+
 redis.call('LREM', KEYS[1], 1, entry)
-redis.call('HDEL', KEYS[3], entry)
-local j = redis.call('HMGET', KEYS[2], 'state', 'token', 'run', 'key', 'conc')
+local j = redis.call('HMGET', KEYS[2], 'state', 'token', 'run', 'key', 'conc', 'worker', 'attempts')
 local state = j[1]
+if state == 'running' and live_elsewhere(j[6], j[7]) then tidy() return {'gone'} end
+redis.call('HDEL', KEYS[3], entry)
 if not state then
   -- A raw producer entry or an expired job: the next claim decodes or dead-letters it.
   redis.call('RPUSH', KEYS[7], entry)

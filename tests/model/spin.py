@@ -17,7 +17,7 @@ from pathlib import Path
 
 MODEL = Path(__file__).resolve().parents[2] / "model" / "protocol.pml"
 # Every budget at 0 and all three jobs: a run names the budgets it raises.
-ZERO = dict(CRASHES=0, ERRS=0, LAPSES=0, CANCELS=0, LATES=0, FREEZES=0, RETRIES=0, JOBS=3)
+ZERO = dict(CRASHES=0, ERRS=0, LAPSES=0, CANCELS=0, LATES=0, FREEZES=0, RETRIES=0, DUPS=0, JOBS=3)
 
 STATES = {0: "none", 1: "queued", 2: "waiting", 3: "running", 4: "completed", 5: "failed", 6: "cancelled"}
 LEASES = {0: "FRESH", 1: "STALE", 2: "EXPIRED"}
@@ -104,6 +104,14 @@ def _name(var: str, value: int) -> str:
     m = re.fullmatch(r"lease\[(\d+)\]", var)
     if m:
         return f"host {m.group(1)} lease {LEASES.get(value, value)}"
+    m = re.fullmatch(r"(jk|bj|bt)\[(\d+)\]", var)
+    if m:
+        f, i = m.group(1), int(m.group(2))
+        if f == "jk":
+            return f"job {i} worker slot {value}"
+        if f == "bj":
+            return f"busy:slot {i} names job {value - 1}" if value else f"busy:slot {i} cleared"
+        return f"busy:slot {i} token {value}" if value else ""
     m = re.fullmatch(r"running\[(\d+)\]", var)
     if m:
         return f"handlers of job {m.group(1)}: {value}"
@@ -124,13 +132,15 @@ def _name(var: str, value: int) -> str:
         return "crash"
     if var == "lates":
         return "reaper judges an entry far past its deadline"
+    if var == "dups":
+        return "a duplicate entry appears"
     if var in ("lapses", "cancels", "freezes", "retries"):
         return ""
     return ""
 
 
-WATCH = re.compile(r"(js|jt|jc|jw|jx|jr|rdy|pl|wt|dp|dl|lk|wu)\[\d+\]|lease\[\d\]|running\[\d\]|hdead\[\d\]|"
-                   r"sdead\[\d\]|fk\[\d\]|frozen|errs|crashes|lapses|lates|cancels|freezes|retries")
+WATCH = re.compile(r"(js|jt|jc|jw|jx|jr|rdy|pl|wt|dp|dl|lk|wu|jk|bj|bt)\[\d+\]|lease\[\d\]|running\[\d\]|"
+                   r"hdead\[\d\]|sdead\[\d\]|fk\[\d\]|frozen|errs|crashes|lapses|lates|cancels|freezes|retries|dups")
 SCRIPTS = {"TAKE_JOB": "take_job", "START_JOB": "start_job", "SETTLE_JOB": "settle_job", "REQUEUE": "requeue.lua",
            "CANCEL": "cancel.lua", "ENQUEUE": "enqueue.lua", "PROMOTE_DUE": "promote_due.lua", "UNSTICK": "unstick.lua",
            "RELEASE_LOCK": "release_lock", "DEADLETTER": "deadletter.lua"}

@@ -12,6 +12,10 @@ and checked here against a real Redis at the exact interleaving the counterexamp
 And the three the model found next on the retry paths (after a lost reply), closed in a9993b1: a
 retried take checks LPOS and the lease too (only adopting its own first start is exempt), and a
 retried settle_take whose first call re-took the very job it settled adopts that attempt.
+
+And a known two-fault corner: requeue.lua given a duplicate entry of a job running live under
+another worker (that worker's busy state names the job at its current attempt) drops only the
+entry; before, it requeued the job under the live attempt (a second attempt at once).
 """
 
 import msgspec
@@ -174,3 +178,108 @@ def test_a_retried_settle_take_adopts_the_attempt_its_first_call_started_of_the_
     got = q.get(x)
     assert got.state.value == "running" and got.attempts == 2 and got.interruptions == 1
     assert h.r.get(q.k.lock("u")).decode() == "2.def"
+
+
+# --- a duplicate entry of a job running live under another worker (requeue.lua live_elsewhere) ---
+# Slot B runs X (started by take.lua: job.worker = B, busy:B names X at its attempt); a copy of X's
+# entry sits in slot A's list (a failover left it there). Before the fix requeue.lua, given that copy
+# ('unclaim' by A's reconcile or NoLease, 'crash' for A's dead list, requeue_many.lua for a dead
+# host's), released B's lock, set X queued with token '' and pushed it to ready: a second attempt
+# could start while B's ran on until its next poll (~1 s) plus kill_grace.
+
+A_PROC = ("ha", "inca", 1, 0)  # <host>:<incarnation>:<slot>.<n>: worker ha-slot1
+B_PROC = ("hb", "incb", 2, 0)  # worker hb-slot2
+B_WORKER = "hb-slot2"
+
+
+def running_on_b(h, q):
+    """X started by B through take.lua, and a duplicate entry of X in A's list."""
+    pa, pb = q.k.proc(*A_PROC), q.k.proc(*B_PROC)
+    x = submit(q)
+    t = q.take(pb, msgspec.structs.replace(args(), worker=B_WORKER), "bbb")
+    assert isinstance(t, Taken) and t.entry == x.encode() and t.started.token == "1.bbb"
+    assert msgspec.json.decode(h.r.get(q.k.busy(B_WORKER)))["job_id"] == x
+    h.r.rpush(pa, x)
+    return x, pa, pb, t.started
+
+
+def assert_still_bs(h, q, x, pa, pb, run, stamp):
+    """X untouched: B's attempt, B's lock, B's entry and claim stamp; nothing in ready, A's copy gone."""
+    got = q.get(x)
+    assert got.state.value == "running" and got.token == run.token and got.attempts == 1
+    assert got.interruptions == 0 and got.crashes == 0
+    assert h.r.get(q.k.lock("u")) == run.token.encode()
+    assert h.r.llen(q.k.ready_lo) == 0 and h.r.llen(q.k.ready_hi) == 0
+    assert h.r.llen(pa) == 0 and h.r.lrange(pb, 0, -1) == [x.encode()]
+    assert h.r.hget(q.k.started, x) == stamp
+
+
+def settles_on_b(h, q, x, pb, run):
+    reply = q.settle(pb, q.get(x), run.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=3600,
+                     worker=B_WORKER)
+    assert reply.answer.value == "ok"
+    assert q.get(x).state.value == "completed" and h.r.get(q.k.lock("u")) is None
+    assert h.r.llen(pb) == 0 and h.r.get(q.k.busy(B_WORKER)) is None
+
+
+@pytest.mark.timeout(30)
+def test_requeue_of_a_duplicate_entry_leaves_the_attempt_running_live_under_another_worker(h, q):
+    x, pa, pb, run = running_on_b(h, q)
+    stamp = h.r.hget(q.k.started, x)
+    # A's reconcile (or a NoLease put-back): 'unclaim'
+    assert q.requeue(pa, x.encode(), "unclaim", list_dead=False, **REQ) == "gone"
+    assert_still_bs(h, q, x, pa, pb, run, stamp)
+    # A's dead list, requeued by its supervisor: 'crash' (no crash counted, the list dropped)
+    h.r.rpush(pa, x)
+    h.r.hset(q.k.proclists, pa, "ha\tinca|boot|1")
+    assert q.requeue(pa, x.encode(), "crash", **REQ) == "gone"
+    assert_still_bs(h, q, x, pa, pb, run, stamp)
+    assert not h.r.hexists(q.k.proclists, pa)
+    settles_on_b(h, q, x, pb, run)
+
+
+@pytest.mark.timeout(30)
+def test_requeue_many_of_a_dead_list_leaves_a_duplicate_of_an_attempt_live_elsewhere(h, q):
+    x, pa, pb, run = running_on_b(h, q)
+    stamp = h.r.hget(q.k.started, x)
+    # beside it in A's dead list, an entry of a queued job: requeued as ever
+    y = submit(q, "u2")
+    assert h.r.lmove(q.k.ready_lo, pa, "RIGHT", "LEFT") == y.encode()
+    out = dict(q.requeue_list_many(pa, "crash", **REQ))
+    assert out == {x: "gone", y: "requeued"}
+    assert h.r.lrange(q.k.ready_lo, 0, -1) == [y.encode()]
+    h.r.lpop(q.k.ready_lo)
+    assert_still_bs(h, q, x, pa, pb, run, stamp)
+    # the per-entry pipelined path (Queue.requeue_list: requeue.lua itself) agrees
+    h.r.rpush(pa, x)
+    assert q.requeue_list(pa, "unclaim", list_dead=False, **REQ) == [(x, "gone")]
+    assert_still_bs(h, q, x, pa, pb, run, stamp)
+    settles_on_b(h, q, x, pb, run)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("evidence", ["no busy state", "busy names another job", "busy names an older attempt"])
+def test_a_duplicate_entry_is_requeued_without_the_other_workers_busy_evidence(h, q, evidence):
+    x, pa, pb, run = running_on_b(h, q)
+    # with the evidence, the copy goes and B's attempt is left alone ...
+    assert q.requeue(pa, x.encode(), "unclaim", list_dead=False, **REQ) == "gone"
+    assert q.get(x).state.value == "running"
+    # ... without it (B's busy state gone, naming another job, or an older attempt of X), the entry
+    # is requeued as before the fix: a job whose worker may be gone is never stranded
+    busy = q.k.busy(B_WORKER)
+    st = msgspec.json.decode(h.r.get(busy))
+    if evidence == "no busy state":
+        h.r.delete(busy)
+    elif evidence == "busy names another job":
+        h.r.set(busy, msgspec.json.encode({**st, "job_id": "another"}))
+    else:
+        h.r.set(busy, msgspec.json.encode({**st, "attempt": st["attempt"] - 1}))
+    h.r.rpush(pa, x)
+    assert q.requeue(pa, x.encode(), "unclaim", list_dead=False, **REQ) == "requeued"
+    got = q.get(x)
+    assert got.state.value == "queued" and not got.token and got.interruptions == 1
+    assert h.r.lrange(q.k.ready_lo, 0, -1) == [x.encode()] and h.r.get(q.k.lock("u")) is None
+    # B's attempt is fenced now (its poll sees the token change): its settle changes nothing
+    reply = q.settle(pb, q.get(x), run.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=3600,
+                     worker=B_WORKER)
+    assert reply.answer.value == "fenced" and q.get(x).state.value == "queued"
