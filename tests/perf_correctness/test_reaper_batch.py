@@ -37,8 +37,8 @@ DEAD = Owner("deadhost", "inc1", "boot", 4242)
 LIMITS = {"*": [60_000, 1], "semkind": [60_000, 2]}
 
 
-def take_args() -> TakeArgs:
-    return TakeArgs(worker="w-dead", pid=4242, lock_ttl_ms=60_000, retention_s=3600, max_waits=100,
+def take_args(worker: str = "w-dead") -> TakeArgs:
+    return TakeArgs(worker=worker, pid=4242, lock_ttl_ms=60_000, retention_s=3600, max_waits=100,
                     busy_ttl_ms=60_000, limits=msgspec.json.encode(LIMITS))
 
 
@@ -54,7 +54,10 @@ def claim(h, q, proc: str, jid: str):
     """As the dead host's slot did: BLMOVE that entry into its list, then take.lua on it."""
     assert h.r.lrem(q.k.ready_hi, 1, jid) == 1
     h.r.lpush(proc, jid)
-    return q.take(proc, take_args(), f"s-{jid}", entry=jid.encode())
+    # the worker that owns ``proc`` (<host>-slot<N>, as the pool names them): requeue.lua tells a
+    # duplicate entry of an attempt running under another worker by that
+    m = re.search(r":proc:([^:]+):[^:]+:(\d+)\.\d+$", proc)
+    return q.take(proc, take_args(f"{m[1]}-slot{m[2]}" if m else "w-dead"), f"s-{jid}", entry=jid.encode())
 
 
 def world(h, q) -> str:
