@@ -417,10 +417,11 @@ class Client:
     def history(self, *, page: int = 1, page_size: int = 20, status: Iterable[str] = (), user: str | None = None,
                 file: str | None = None, job_id: str | None = None, started_after: int | None = None,
                 started_before: int | None = None, ended_after: int | None = None,
-                ended_before: int | None = None) -> HistoryPage:
+                ended_before: int | None = None, kind: str | None = None) -> HistoryPage:
         """Finished jobs, newest first (``history --json``); times are ms since the epoch."""
-        flt = HistoryFilter(status=list(status), user=user, file=file, job_id=job_id, started_after=started_after,
-                            started_before=started_before, ended_after=ended_after, ended_before=ended_before)
+        flt = HistoryFilter(status=list(status), user=user, kind=kind, file=file, job_id=job_id,
+                            started_after=started_after, started_before=started_before, ended_after=ended_after,
+                            ended_before=ended_before)
         with translated(self.url):
             return query(self.r, self.k, flt, page=page, page_size=page_size)
 

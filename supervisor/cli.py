@@ -313,6 +313,7 @@ def drain(timeout: float | None, config_path: str | None) -> None:
 @main.command()
 @click.option("--status", "states", multiple=True, help="Job state (completed, failed, cancelled, skipped, dead); repeatable.")
 @click.option("--user", help="Exactly this user.")
+@click.option("--kind", help="Exactly this kind (parse_markdown, or a [handlers.NAME]).")
 @click.option("--file", "file_part", help="Substring of the input file's path (case-insensitive).")
 @click.option("--job-id", help="Exactly this job.")
 @click.option("--started-after", help="RFC 3339 time, date, or epoch seconds (inclusive).")
@@ -323,7 +324,7 @@ def drain(timeout: float | None, config_path: str | None) -> None:
 @click.option("--page-size", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {page, page_size, total, items: [job --json objects]}.")
 @config_option
-def history(states: tuple[str, ...], user: str | None, file_part: str | None, job_id: str | None,
+def history(states: tuple[str, ...], user: str | None, kind: str | None, file_part: str | None, job_id: str | None,
             started_after: str | None, started_before: str | None, ended_after: str | None,
             ended_before: str | None, page: int, page_size: int, as_json: bool, config_path: str | None) -> None:
     """Finished jobs, newest first, from Redis (survives restarts; kept pool.result_retention seconds)."""
@@ -340,8 +341,8 @@ def history(states: tuple[str, ...], user: str | None, file_part: str | None, jo
         except ValueError:
             _fail(f"--{name.replace('_', '-')} {val!r}: an RFC 3339 time, a date, or epoch seconds", EXIT_BAD_INPUT)
     with _calls(cfg):
-        res = _client(cfg).history(page=page, page_size=page_size, status=states, user=user, file=file_part,
-                                   job_id=job_id, **times)
+        res = _client(cfg).history(page=page, page_size=page_size, status=states, user=user, kind=kind,
+                                   file=file_part, job_id=job_id, **times)
     if as_json:
         click.echo(msgspec.json.encode(res).decode())
     else:

@@ -2,6 +2,7 @@
 
 import json
 
+from tender_pool.client import Client
 from tender_pool.supervisor.history import HistoryFilter, query
 from tender_pool.supervisor.keys import Keys
 
@@ -40,6 +41,9 @@ def test_history_filters_and_pagination(h, tmp_path):
     assert ids(h, "--status", "failed") == (["j3"], 1)
     assert ids(h, "--status", "failed", "--status", "completed", "--user", "alice") == (["j3", "j1"], 2)
     assert ids(h, "--file", "lot-a") == (["j1"], 1)
+    assert ids(h, "--kind", "behave") == (["j3"], 1)
+    assert ids(h, "--kind", "noop", "--user", "alice") == (["j1"], 1)
+    assert ids(h, "--kind", "noop", "--status", "failed") == ([], 0)
     assert ids(h, "--file", ".DOCX") == (["j2"], 1)
     assert ids(h, "--job-id", "j2") == (["j2"], 1)
     assert ids(h, "--job-id", running) == ([], 0)
@@ -62,3 +66,5 @@ def test_history_filters_and_pagination(h, tmp_path):
     res = query(h.r, Keys(h.prefix, "tender_parse"), HistoryFilter(user="alice"), page=1, page_size=1)
     assert res.total == 2 and [j.id for j in res.items] == ["j3"]
     assert ids(h, "--page", "2", "--page-size", "2") == (["j2", "j1"], 4)
+    client = Client(h.redis.url, prefix=h.prefix)
+    assert [j.id for j in client.history(kind="noop").items] == ["j4", "j2", "j1"]
