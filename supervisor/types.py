@@ -153,6 +153,7 @@ class JobRecord(msgspec.Struct, forbid_unknown_fields=True):
     input_hash: str | None = None  # kind + payload (+ input file) digest, for skip
     skipped_from: str | None = None  # skipped: the completed job whose result it carries
     conc: str | None = None  # what the running attempt holds: "lock" | "sem" | "none" (start.lua)
+    proc: str | None = None  # the processing list the attempt started from (start_job; requeue.lua)
 
 
 class Undecodable(Exception):
