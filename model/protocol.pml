@@ -32,8 +32,10 @@
  *
  * Seeded faults (-D...; each a copy of the protocol with one defect, tests/model shows spin finds it):
  *   FAULT_REQUEUE_NO_OWNER_CHECK   requeue.lua without l.15 (GET host:<owner> == the judged holder)
- *   FAULT_REQUEUE_DUP_RUNNING      requeue.lua without live_elsewhere (a duplicate entry of a job
- *                                  running live under another worker requeues it: a second attempt)
+ *   FAULT_REQUEUE_DUP_RUNNING      requeue.lua without owned_elsewhere (a duplicate entry of a running
+ *                                  job owned by another list requeues it: a second attempt)
+ *   FAULT_REQUEUE_NO_PROC_CHECK    requeue.lua as at 8f52d95: busy-state evidence for every job, the
+ *                                  attempt's `proc` unread (blind to a worker's other incarnation)
  *   FAULT_RELEASE_BEFORE_RESULT    the slot frees the user's lock in one call, then settles in another
  *   FAULT_SETTLE_NO_FENCE          settle_job without its token check (a stale attempt settles)
  *   FAULT_NO_STAMP_RECHECK         requeue.lua without l.16 (the fix of 64a3038 undone)
@@ -157,11 +159,13 @@ bit  dl[NJ];          /* member of delayed */
 byte lk[NU];          /* lock:<user> */
 bit  wu[NU];          /* member of waitusers */
 byte jk[NJ];          /* job:<id> worker: the slot that started its last attempt (read only while running) */
+byte jp[NJ];          /* job:<id> proc: the list its running attempt started from + 1 (0 = none; cleared when
+                         it leaves running: the Lua leaves it stale, read only while running) */
 byte bj[NS];          /* busy:<worker of slot s>: the job its state names + 1 (0 = no key) ... */
 byte bt[NS];          /* ... and that attempt's token (the Lua compares `attempt` with the job's `attempts`) */
 byte r_js[NJ]; byte r_jt[NJ]; bit r_jc[NJ]; byte r_jw[NJ]; byte r_jx[NJ]; byte r_jr[NJ];
 byte r_rdy[NJ]; byte r_pl[NL * NJ]; byte r_wt[NJ]; byte r_dp[NJ]; bit r_dl[NJ]; byte r_lk[NU]; bit r_wu[NU];
-byte r_jk[NJ]; byte r_bj[NS]; byte r_bt[NS];
+byte r_jk[NJ]; byte r_jp[NJ]; byte r_bj[NS]; byte r_bt[NS];
 bit frozen;           /* the replica stopped taking writes at the moment R was copied */
 byte lag[1 + NS];     /* a WAITed write of the producer (0) / slot s (1+s): 0 on the replica, 1 not yet, 2 lost */
 
@@ -249,7 +253,8 @@ inline CLEAR_BUSY(w, e) {
 
 /* lib.lua set_state (the state field; counts, fairness, runs and events are not modelled):
  * a terminal state is never left (one terminal state per job) */
-#define SETSTATE(e, st) assert(!TERMINAL(js[e])); js[e] = st
+#define SETSTATE(e, st) assert(!TERMINAL(js[e])); js[e] = st; \
+  if :: (st) != RUNNING -> jp[e] = 0 :: else -> skip fi
 
 /* ------------------------------------------------------------------------------------------- */
 /* enqueue.lua (idempotent on the id)                                                           */
@@ -321,7 +326,7 @@ inline START_JOB(L, e, t, res) {
   /* run: lock := token, state running, token, started := now */
   if
   :: res == R_NONE ->
-     lk[u] = t; SETSTATE(e, RUNNING); jt[e] = t; jk[e] = OWNER(L); RESTAMP(e);
+     lk[u] = t; SETSTATE(e, RUNNING); jt[e] = t; jk[e] = OWNER(L); jp[e] = L + 1; RESTAMP(e);
      bj[OWNER(L)] = e + 1; bt[OWNER(L)] = t;            /* SET busy:<worker> {job_id, attempt, ...} */
      res = R_RUN
   :: else -> skip
@@ -446,11 +451,12 @@ inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
 }
 
 /* requeue.lua: re-check the owner is dead (check: l.15) and, for a deadline, that the claim stamp
- * is still the judged one (stp: l.16), the entry is still there; LREM it; running under another
- * worker (its `worker` is not the list's, slot OWNER(L)) whose busy state names this job at its
- * current attempt → only this duplicate entry goes ('gone': no HDEL started, job untouched);
- * else HDEL started; running → release its lock, count the crash (crash cap → failed), queued;
- * RPUSH ready */
+ * is still the judged one (stp: l.16), the entry is still there; LREM it; running and owned
+ * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry; a job with no
+ * `proc`, started before it existed: its `worker` is not the list's, slot OWNER(L), and that
+ * worker's busy state names this job at its current attempt) → only this duplicate entry goes
+ * ('gone': no HDEL started, job untouched); else HDEL started; running → release its lock, count
+ * the crash (crash cap → failed), queued; RPUSH ready */
 inline REQUEUE(L, e, reason, check, stp, res) {
   u = USER(e); res = R_NONE;
 #ifndef FAULT_REQUEUE_NO_OWNER_CHECK
@@ -466,8 +472,16 @@ inline REQUEUE(L, e, reason, check, stp, res) {
      PL(L, e)--;
      if
 #ifndef FAULT_REQUEUE_DUP_RUNNING
+#ifndef FAULT_REQUEUE_NO_PROC_CHECK
+     :: (js[e] == RUNNING && jp[e] != 0 && jp[e] != L + 1 && PL(jp[e] - 1, e) > 0) ->
+        res = R_GONE                                   /* the attempt's list holds it: ours was a duplicate */
+     /* no `proc` (a job started before it existed; none in the model: every start records it) */
+     :: (js[e] == RUNNING && jp[e] == 0 && jk[e] != OWNER(L) && bj[jk[e]] == e + 1 && bt[jk[e]] == jt[e]) ->
+        res = R_GONE
+#else
      :: (js[e] == RUNNING && jk[e] != OWNER(L) && bj[jk[e]] == e + 1 && bt[jk[e]] == jt[e]) ->
-        res = R_GONE                                   /* live elsewhere: our entry was a duplicate */
+        res = R_GONE                                   /* 8f52d95: live elsewhere by the busy evidence */
+#endif
 #endif
      :: else -> RESTAMP(e)                             /* HDEL started id */
      fi;
@@ -925,7 +939,7 @@ inline SNAPSHOT() {
   for (ci : 0 .. NJ - 1) { r_js[ci] = js[ci]; r_jt[ci] = jt[ci]; r_jc[ci] = jc[ci]; r_jw[ci] = jw[ci]; r_jx[ci] = jx[ci]; r_jr[ci] = jr[ci]; r_rdy[ci] = rdy[ci]; r_wt[ci] = wt[ci]; r_dp[ci] = dp[ci]; r_dl[ci] = dl[ci] }
   for (ci : 0 .. NL * NJ - 1) { r_pl[ci] = pl[ci] }
   for (ci : 0 .. NU - 1) { r_lk[ci] = lk[ci]; r_wu[ci] = wu[ci] }
-  for (ci : 0 .. NJ - 1) { r_jk[ci] = jk[ci] }
+  for (ci : 0 .. NJ - 1) { r_jk[ci] = jk[ci]; r_jp[ci] = jp[ci] }
   for (ci : 0 .. NS - 1) { r_bj[ci] = bj[ci]; r_bt[ci] = bt[ci] }
 }
 /* failover: the lagging replica becomes the primary */
@@ -933,7 +947,7 @@ inline FAILOVER() {
   for (ci : 0 .. NJ - 1) { js[ci] = r_js[ci]; jt[ci] = r_jt[ci]; jc[ci] = r_jc[ci]; jw[ci] = r_jw[ci]; jx[ci] = r_jx[ci]; jr[ci] = r_jr[ci]; rdy[ci] = r_rdy[ci]; wt[ci] = r_wt[ci]; dp[ci] = r_dp[ci]; dl[ci] = r_dl[ci] }
   for (ci : 0 .. NL * NJ - 1) { pl[ci] = r_pl[ci] }
   for (ci : 0 .. NU - 1) { lk[ci] = r_lk[ci]; wu[ci] = r_wu[ci] }
-  for (ci : 0 .. NJ - 1) { jk[ci] = r_jk[ci] }
+  for (ci : 0 .. NJ - 1) { jk[ci] = r_jk[ci]; jp[ci] = r_jp[ci] }
   for (ci : 0 .. NS - 1) { bj[ci] = r_bj[ci]; bt[ci] = r_bt[ci] }
 }
 /* the replica has everything again (its copy is not needed: zero keeps the state vector canonical) */
@@ -941,7 +955,7 @@ inline RZERO() {
   for (ci : 0 .. NJ - 1) { r_js[ci] = 0; r_jt[ci] = 0; r_jc[ci] = 0; r_jw[ci] = 0; r_jx[ci] = 0; r_jr[ci] = 0; r_rdy[ci] = 0; r_wt[ci] = 0; r_dp[ci] = 0; r_dl[ci] = 0 }
   for (ci : 0 .. NL * NJ - 1) { r_pl[ci] = 0 }
   for (ci : 0 .. NU - 1) { r_lk[ci] = 0; r_wu[ci] = 0 }
-  for (ci : 0 .. NJ - 1) { r_jk[ci] = 0 }
+  for (ci : 0 .. NJ - 1) { r_jk[ci] = 0; r_jp[ci] = 0 }
   for (ci : 0 .. NS - 1) { r_bj[ci] = 0; r_bt[ci] = 0 }
 }
 #define LAPSE(h) (lease[h] == FRESH && (hdead[h] || lapses < LAPSES))

@@ -386,7 +386,7 @@ local function start_job(T, j)
   end
 
   set_state(ctx, state, 'running', {'attempts', attempt, 'token', token, 'started_at', now, 'worker', T.worker,
-    'timeout_ms', T.timeout_ms, 'conc', conc}, true, now)
+    'timeout_ms', T.timeout_ms, 'conc', conc, 'proc', T.proc}, true, now)
   redis.call('HSET', T.started, id, now)
   local busy = T.busy_state
   busy.attempt = attempt

@@ -22,16 +22,22 @@ local function tidy()
 end
 
 if not redis.call('LPOS', KEYS[1], entry) then tidy() return {'gone'} end
--- A duplicate entry of a job running under another worker (left in our list by a failover, found by
--- Slot.reconcile or a NoLease 'unclaim'; or in a dead slot's list): that attempt is live elsewhere
--- when the job's `worker` is not this list's (KEYS[1] = <base>:proc:<host>:<incarnation>:<slot>.<n>,
--- worker <host>-slot<slot>) and that worker's busy state (busy:<worker>, spelt from KEYS[1]'s base
--- as take_job spells keys: one cluster slot) names the job at its current `attempts`. Then only our
--- entry goes ('gone'): the job, its lock, its state and its `started` stamp are that attempt's.
--- Without that evidence (no busy state, another job, an older attempt) it is requeued as before: a
--- job whose worker is gone must not be stranded. (The same worker's other incarnation is not told
--- apart: its busy key is the same, its list another.)
-local function live_elsewhere(worker, attempts)
+-- A duplicate entry of a running job (left in our list by a failover, found by Slot.reconcile or a
+-- NoLease 'unclaim'; or in a dead slot's or dead host's list) whose attempt is owned elsewhere: then
+-- only our entry goes ('gone'): the job, its lock, its state and its `started` stamp are that
+-- attempt's. The attempt names its processing list (`proc`, set by start_job with the state): when
+-- that is not our list and still holds the entry, that list owns the job: a live slot settles it, a
+-- dead one's list is requeued by its own death path or the reaper, so nothing is stranded. This
+-- tells a worker's incarnations apart (one worker id, one busy key, a list each). Without the entry
+-- in that list (or with it our own) the job is requeued as before: a running job must keep an entry
+-- in some list. A job started before `proc` existed has none: for it, the older evidence: its
+-- `worker` is not this list's (KEYS[1] = <base>:proc:<host>:<incarnation>:<slot>.<n>, worker
+-- <host>-slot<slot>) and that worker's busy state (busy:<worker>, spelt from KEYS[1]'s base as
+-- take_job spells keys: one cluster slot) names the job at its current `attempts`.
+local function owned_elsewhere(proc, worker, attempts)
+  if proc and proc ~= '' then
+    return proc ~= KEYS[1] and redis.call('LPOS', proc, entry) and true or false
+  end
   local a = tonumber(attempts)
   if not worker or worker == '' or not a then return false end
   local base, host, slot = string.match(KEYS[1], '^(.*):proc:([^:]+):[^:]+:(%d+)%.%d+$')
@@ -43,9 +49,9 @@ local function live_elsewhere(worker, attempts)
 end
 
 redis.call('LREM', KEYS[1], 1, entry)
-local j = redis.call('HMGET', KEYS[2], 'state', 'token', 'run', 'key', 'conc', 'worker', 'attempts')
+local j = redis.call('HMGET', KEYS[2], 'state', 'token', 'run', 'key', 'conc', 'worker', 'attempts', 'proc')
 local state = j[1]
-if state == 'running' and live_elsewhere(j[6], j[7]) then tidy() return {'gone'} end
+if state == 'running' and owned_elsewhere(j[8], j[6], j[7]) then tidy() return {'gone'} end
 redis.call('HDEL', KEYS[3], entry)
 if not state then
   -- A raw producer entry or an expired job: the next claim decodes or dead-letters it.

@@ -104,11 +104,13 @@ def _name(var: str, value: int) -> str:
     m = re.fullmatch(r"lease\[(\d+)\]", var)
     if m:
         return f"host {m.group(1)} lease {LEASES.get(value, value)}"
-    m = re.fullmatch(r"(jk|bj|bt)\[(\d+)\]", var)
+    m = re.fullmatch(r"(jk|jp|bj|bt)\[(\d+)\]", var)
     if m:
         f, i = m.group(1), int(m.group(2))
         if f == "jk":
             return f"job {i} worker slot {value}"
+        if f == "jp":
+            return f"job {i} proc list {value - 1}" if value else ""
         if f == "bj":
             return f"busy:slot {i} names job {value - 1}" if value else f"busy:slot {i} cleared"
         return f"busy:slot {i} token {value}" if value else ""
@@ -139,7 +141,7 @@ def _name(var: str, value: int) -> str:
     return ""
 
 
-WATCH = re.compile(r"(js|jt|jc|jw|jx|jr|rdy|pl|wt|dp|dl|lk|wu|jk|bj|bt)\[\d+\]|lease\[\d\]|running\[\d\]|"
+WATCH = re.compile(r"(js|jt|jc|jw|jx|jr|rdy|pl|wt|dp|dl|lk|wu|jk|jp|bj|bt)\[\d+\]|lease\[\d\]|running\[\d\]|"
                    r"hdead\[\d\]|sdead\[\d\]|fk\[\d\]|frozen|errs|crashes|lapses|lates|cancels|freezes|retries|dups")
 SCRIPTS = {"TAKE_JOB": "take_job", "START_JOB": "start_job", "SETTLE_JOB": "settle_job", "REQUEUE": "requeue.lua",
            "CANCEL": "cancel.lua", "ENQUEUE": "enqueue.lua", "PROMOTE_DUE": "promote_due.lua", "UNSTICK": "unstick.lua",

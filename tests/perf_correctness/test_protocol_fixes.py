@@ -13,9 +13,13 @@ And the three the model found next on the retry paths (after a lost reply), clos
 retried take checks LPOS and the lease too (only adopting its own first start is exempt), and a
 retried settle_take whose first call re-took the very job it settled adopts that attempt.
 
-And a known two-fault corner: requeue.lua given a duplicate entry of a job running live under
-another worker (that worker's busy state names the job at its current attempt) drops only the
-entry; before, it requeued the job under the live attempt (a second attempt at once).
+And a known two-fault corner: requeue.lua given a duplicate entry of a running job whose attempt is
+owned by another list drops only the entry; before, it requeued the job under the live attempt (a
+second attempt at once). The attempt names its processing list (``proc``, written by start_job):
+another list that still holds the entry owns the job, whichever worker it belongs to (the same
+worker's respawned slot included, which 8f52d95's busy-state evidence could not tell apart); a job
+started before ``proc`` existed is judged by that evidence (its worker is not the list's and that
+worker's busy state names the job at its current attempt).
 """
 
 import msgspec
@@ -214,12 +218,12 @@ def assert_still_bs(h, q, x, pa, pb, run, stamp):
     assert h.r.hget(q.k.started, x) == stamp
 
 
-def settles_on_b(h, q, x, pb, run):
+def settles_on_b(h, q, x, pb, run, worker=B_WORKER):
     reply = q.settle(pb, q.get(x), run.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=3600,
-                     worker=B_WORKER)
+                     worker=worker)
     assert reply.answer.value == "ok"
     assert q.get(x).state.value == "completed" and h.r.get(q.k.lock("u")) is None
-    assert h.r.llen(pb) == 0 and h.r.get(q.k.busy(B_WORKER)) is None
+    assert h.r.llen(pb) == 0 and h.r.get(q.k.busy(worker)) is None
 
 
 @pytest.mark.timeout(30)
@@ -261,6 +265,8 @@ def test_requeue_many_of_a_dead_list_leaves_a_duplicate_of_an_attempt_live_elsew
 @pytest.mark.parametrize("evidence", ["no busy state", "busy names another job", "busy names an older attempt"])
 def test_a_duplicate_entry_is_requeued_without_the_other_workers_busy_evidence(h, q, evidence):
     x, pa, pb, run = running_on_b(h, q)
+    # a job started before start_job wrote `proc`: only the busy evidence tells its attempt is live
+    assert h.r.hdel(q.k.job(x), "proc") == 1
     # with the evidence, the copy goes and B's attempt is left alone ...
     assert q.requeue(pa, x.encode(), "unclaim", list_dead=False, **REQ) == "gone"
     assert q.get(x).state.value == "running"
@@ -283,3 +289,56 @@ def test_a_duplicate_entry_is_requeued_without_the_other_workers_busy_evidence(h
     reply = q.settle(pb, q.get(x), run.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=3600,
                      worker=B_WORKER)
     assert reply.answer.value == "fenced" and q.get(x).state.value == "queued"
+
+
+@pytest.mark.timeout(30)
+def test_a_duplicate_entry_is_requeued_when_the_attempts_own_list_no_longer_holds_it(h, q):
+    # B runs X (busy:B names it) but B's list lost X's entry (a failover's rollback): A's copy is the
+    # only entry of a running job left, so it is requeued as before (never strand it), busy or not
+    x, pa, pb, run = running_on_b(h, q)
+    assert h.r.lrem(pb, 0, x) == 1
+    assert q.requeue(pa, x.encode(), "unclaim", list_dead=False, **REQ) == "requeued"
+    got = q.get(x)
+    assert got.state.value == "queued" and not got.token and got.interruptions == 1
+    assert h.r.lrange(q.k.ready_lo, 0, -1) == [x.encode()] and h.r.get(q.k.lock("u")) is None
+
+
+# --- the same worker's respawned slot (the gap the model found in 8f52d95's busy evidence) ---
+# Worker W's slot died after its take; its supervisor respawned it (same worker id, a new incarnation,
+# a new list L2) before it requeued the dead incarnation's list L1. X, requeued meanwhile, was started
+# by W again from L2, and a copy of X's entry is still in L1. 8f52d95's requeue.lua, given L1's copy,
+# saw X's worker equal L1's and requeued X under W's live attempt: a second attempt. Now X's `proc`
+# (L2, which holds the entry) names the list that owns it.
+
+W_DEAD = ("hw", "inc1", 3, 0)  # worker hw-slot3, the incarnation that died
+W_NEW = ("hw", "inc2", 3, 0)   # the same worker, respawned
+W_WORKER = "hw-slot3"
+
+
+def running_on_the_respawned_slot(h, q):
+    l1, l2 = q.k.proc(*W_DEAD), q.k.proc(*W_NEW)
+    x = submit(q)
+    t = q.take(l2, msgspec.structs.replace(args(), worker=W_WORKER), "www")
+    assert isinstance(t, Taken) and t.entry == x.encode() and isinstance(t.started, Run)
+    assert h.r.hget(q.k.job(x), "proc") == l2.encode() and q.get(x).worker == W_WORKER
+    assert msgspec.json.decode(h.r.get(q.k.busy(W_WORKER)))["job_id"] == x
+    h.r.rpush(l1, x)
+    h.r.hset(q.k.proclists, l1, "hw\tinc1|boot|1")
+    return x, l1, l2, t.started
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("path", ["requeue.lua", "requeue_many.lua"])
+def test_requeue_of_a_dead_incarnations_list_leaves_the_same_workers_attempt_from_its_new_list(h, q, path):
+    x, l1, l2, run = running_on_the_respawned_slot(h, q)
+    stamp = h.r.hget(q.k.started, x)
+    # the supervisor's requeue of the dead incarnation's list: 'crash', owner '' (it saw the death)
+    if path == "requeue.lua":
+        assert q.requeue(l1, x.encode(), "crash", **REQ) == "gone"
+    else:
+        assert q.requeue_list_many(l1, "crash", **REQ) == [(x, "gone")]
+    # X still W's attempt from L2: its token and lock, L2's entry and stamp; nothing in ready, no
+    # crash counted, L1 empty and dropped from proclists
+    assert_still_bs(h, q, x, l1, l2, run, stamp)
+    assert not h.r.hexists(q.k.proclists, l1)
+    settles_on_b(h, q, x, l2, run, worker=W_WORKER)
