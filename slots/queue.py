@@ -441,33 +441,6 @@ class Queue:
                 "" if stamp is None else stamp]
         return keys, args
 
-    REQUEUE_BATCH = 500
-
-    def requeue_list(self, proc: str, reason: str, *, crash_cap: int, lock_ttl_ms: int, retention_s: int,
-                     owner_host: str = "", owner_incarnation: str = "", list_dead: bool = True) -> list[tuple[str, str]]:
-        """Requeue every entry of a dead list; returns (entry, verdict) pairs. Pipelined, a batch of
-        entries at a time: one round trip for their job fields, one for their requeue.lua calls (each
-        call still atomic and re-checking the owner), so a dead host's 10⁴ entries cost ~40 round
-        trips, not 2 × 10⁴."""
-        out = []
-        entries = self.r.lrange(proc, 0, -1)
-        script = self._scripts["requeue"]
-        for at in range(0, len(entries), self.REQUEUE_BATCH):
-            batch = entries[at : at + self.REQUEUE_BATCH]
-            pipe = self.r.pipeline(transaction=False)
-            for entry in batch:
-                pipe.hmget(self.k.job(_s(entry) or ""), "user", "kind", "run")
-            fields = pipe.execute()
-            pipe = self.r.pipeline(transaction=False)
-            for entry, f in zip(batch, fields):
-                keys, args = self._requeue_call(proc, entry, f, reason, crash_cap, lock_ttl_ms, retention_s,
-                                                owner_host, owner_incarnation, list_dead, None)
-                script(keys=keys, args=args, client=pipe)
-            out += [(_s(entry) or "", _s(res[0]) or "") for entry, res in zip(batch, pipe.execute())]
-        if list_dead and not self.r.exists(proc):
-            self.r.hdel(self.k.proclists, proc)
-        return out
-
     # Entries per requeue_many.lua call (of one list; ~4 ms of Redis for 100 running jobs), and per
     # round trip (in as many calls as that takes, of any lists): Redis serves other clients between
     # our round trips, so a mass reclaim delays a slot's settle by ~10 ms at most.
@@ -477,14 +450,14 @@ class Queue:
     def requeue_list_many(self, proc: str, reason: str, *, crash_cap: int, lock_ttl_ms: int, retention_s: int,
                           owner_host: str = "", owner_incarnation: str = "",
                           list_dead: bool = True) -> list[tuple[str, str]]:
-        """``requeue_list``'s contract for one list, through ``requeue_lists_many``."""
+        """Every entry of one list ``proc`` (of that owner) requeued: ``requeue_lists_many`` for one list."""
         return self.requeue_lists_many([(proc, owner_host, owner_incarnation)], reason, crash_cap=crash_cap,
                                        lock_ttl_ms=lock_ttl_ms, retention_s=retention_s, list_dead=list_dead)[0]
 
     def requeue_lists_many(self, lists: list[tuple[str, str, str]], reason: str, *, crash_cap: int,
                            lock_ttl_ms: int, retention_s: int, list_dead: bool = True) -> list[list[tuple[str, str]]]:
         """Every entry of each list ``(proc, owner host, owner incarnation)`` through requeue.lua's
-        logic, atomic per entry and re-checking its list's owner (``requeue_list``'s contract), by
+        logic, atomic per entry and re-checking its list's owner (as ``requeue`` is for one entry), by
         requeue_many.lua: calls of ``REQUEUE_MANY_CALL`` entries of one list, pipelined
         ``REQUEUE_MANY_TRIP`` entries a round trip across lists, the lists read in one round trip.
         The script reads each job's user, kind and run and spells its keys itself, so Python sends

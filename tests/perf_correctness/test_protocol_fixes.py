@@ -25,6 +25,7 @@ worker's busy state names the job at its current attempt).
 import msgspec
 import pytest
 
+from support.requeue_ref import requeue_one_by_one
 from tender_pool.slots.queue import Empty, NoLease, Parked, Run, Stale, TakeArgs, Taken
 from tender_pool.supervisor.types import SubmitRequest
 
@@ -254,9 +255,9 @@ def test_requeue_many_of_a_dead_list_leaves_a_duplicate_of_an_attempt_live_elsew
     assert h.r.lrange(q.k.ready_lo, 0, -1) == [y.encode()]
     h.r.lpop(q.k.ready_lo)
     assert_still_bs(h, q, x, pa, pb, run, stamp)
-    # the per-entry pipelined path (Queue.requeue_list: requeue.lua itself) agrees
+    # the per-entry path (requeue.lua itself, one call an entry) agrees
     h.r.rpush(pa, x)
-    assert q.requeue_list(pa, "unclaim", list_dead=False, **REQ) == [(x, "gone")]
+    assert requeue_one_by_one(q, pa, "unclaim", list_dead=False, **REQ) == [(x, "gone")]
     assert_still_bs(h, q, x, pa, pb, run, stamp)
     settles_on_b(h, q, x, pb, run)
 

@@ -1,6 +1,6 @@
 """The batched requeue of a whole processing list (``Queue.requeue_list_many``, requeue_many.lua:
 requeue.lua's own text run per entry, the job's keys built in Lua from the queue's base) against the
-per-entry calls it replaced (``Queue.requeue_list``, one requeue.lua call per entry), at a real Redis.
+per-entry calls it replaced (``support.requeue_ref``: requeue.lua, one call per entry), at a real Redis.
 
 - The same world (a lock holder with a waiter parked behind it, a semaphore holder, a run's job, a
   job at its crash cap with a dependent parked on it, a claimed-only entry, a finished job's leftover
@@ -24,6 +24,7 @@ import time
 import msgspec
 import pytest
 
+from support.requeue_ref import requeue_one_by_one
 from tender_pool.client import Client
 from tender_pool.slots.queue import Parked, Queue, Run, TakeArgs, Taken
 from tender_pool.supervisor.config import load
@@ -134,7 +135,7 @@ def test_the_batch_leaves_redis_as_the_per_entry_calls_do(h, q, owner):
     # Given a dead host's list with one entry of every kind, requeued entry by entry (the old path)
     kw = dict(owner_host=DEAD.host, owner_incarnation=DEAD.holder) if owner == "dead host" else {}
     proc = world(h, q)
-    one_by_one = q.requeue_list(proc, "crash", **CAP, **kw)
+    one_by_one = requeue_one_by_one(q, proc, "crash", **CAP, **kw)
     expected = dump(h.r)
     # When the same world is requeued through requeue_many.lua
     h.r.flushdb()
