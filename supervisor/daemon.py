@@ -99,8 +99,7 @@ class Supervisor:
         self.fence_kills: list[tuple[float, Busy]] = []  # (SIGKILL due, attempt) after a fence's SIGTERM
         self.kill_at = 0.0
         self.exit_code = 0  # what a finished drain returns: 0, or 3 when no slot could boot
-        self.last_step = 0.0  # clock of the previous step, for the stall check
-        self.stepped_at = 0.0  # the same, for wait's batching of reports
+        self.last_step = 0.0  # clock of the previous step: the stall check, and wait's batching of reports
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_fd = os.pipe()  # signal wake-up pipe; the status thread writes to it too
         for fd in (self.wake_r, self.wake_fd):
@@ -347,13 +346,12 @@ class Supervisor:
             # Only slot reports (a job started or ended, a beat): at 1000 jobs/s a whole step per
             # report was the supervisor's main cost. Let a few gather, but never sit on a signal
             # (SIGCHLD of a dead slot) or a control request: those come through the wake pipe.
-            gap = REPORT_BATCH_S - (self.clock() - self.stepped_at)
+            gap = REPORT_BATCH_S - (self.clock() - self.last_step)
             if gap > 0:
                 select.select([self.wake_r], [], [], gap)
 
     def step(self, now: float) -> int | None:
         """One turn of the loop at time ``now`` (see the module docstring). An exit code ends the run."""
-        self.stepped_at = now
         self._drain_wake()
         while self.signals:
             self.handle_signal(self.signals.popleft(), now)
