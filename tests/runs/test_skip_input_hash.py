@@ -9,6 +9,7 @@ import os
 import textwrap
 import time
 
+import msgspec
 import pytest
 
 from conftest import PYTHON, wait_until
@@ -142,6 +143,8 @@ def test_the_attempt_hash_is_the_clients_and_sees_every_kind_of_change(tmp_path)
     payload = {"file": str(f), "opts": {"b": 1.5, "a": "é"}}
     rec = inputs.record("k", payload, str(f))
     assert rec.hash == client_items.input_hash("k", payload) and rec.changed() is None
+    stored = msgspec.json.decode(msgspec.json.encode(payload))  # the payload as the slot reads it from Redis
+    assert inputs.record("k", stored, str(f)).hash == rec.hash
     with open(f, "ab") as w:  # appended to
         w.write(b"!")
     assert "changed during the attempt" in rec.changed() and str(f) in rec.changed()
