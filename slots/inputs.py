@@ -56,8 +56,9 @@ class Recorded:
     file_hash: str | None = None
     racy: bool = False  # changed within RACY_NS of the hash: check the bytes, not the stamp
 
-    def changed(self) -> str | None:
-        """Why the input is no longer what was hashed (a message naming the file), or None."""
+    def changed(self, each_chunk: Callable[[], object] | None = None) -> str | None:
+        """Why the input is no longer what was hashed (a message naming the file), or None.
+        ``each_chunk``: as ``record``'s, for a racy file read again."""
         if self.path is None or self.stamp is None:
             return None
         try:
@@ -72,7 +73,7 @@ class Recorded:
             return f"input file {self.path} changed during the attempt ({', '.join(what)} differ from when it was hashed)"
         if self.racy:
             try:
-                again = digest.file_sha256(self.path)
+                again = digest.file_sha256(self.path, each_chunk)
             except OSError as e:
                 return f"input file {self.path} changed during the attempt ({e.strerror})"
             if again != self.file_hash:

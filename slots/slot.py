@@ -513,7 +513,7 @@ class Slot:
             res.stopped = "abort"  # the supervisor stopped it (fence) while we were not looking: not a try
         outcome = kind.conclude(job, st.attempt, res)
         if recorded is not None and outcome.status != "interrupted" and not _cancelled(outcome):
-            changed = recorded.changed()
+            changed = recorded.changed(each_chunk=self.beat)
             if changed:  # the result may be of either content: never stored under the hash
                 log.warning("input_changed", file=launch.file, message=changed)
                 kind.discard(job, st.attempt, outcome)
