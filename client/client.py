@@ -270,7 +270,7 @@ class Client:
             raise BadInput(f"run id {run_id[:20]!r}…: at most {MAX_RUN_ID} characters")
         check_job_id(run_id, "run id")
         checked = _items.check_items(items)
-        hashes = [_items.input_hash(kind, it.payload) for it in checked]
+        hashes = _items.input_hashes(kind, [it.payload for it in checked])
         k = self.k
         done_keys = [k.done(kind, user, h) if h and not overwrite else k.done(kind, user, "-") for h in hashes]
         keys = [k.run(run_id), k.runjobs(run_id), k.runs, k.userruns(user), k.run_events(run_id), k.runwait(run_id),

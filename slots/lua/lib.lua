@@ -421,7 +421,11 @@ local function settle_job(S)
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
     on_terminal(S.job, S.deps, S.ready_lo, S.finished, id, now, S.retention)
-    if j[7] and j[7] ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
+    if j[7] then
+      -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
+      redis.call('HSET', S.job, 'input_hash', S.input_hash)
+      if S.input_hash ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
+    end
   elseif outcome == 'failed' or outcome == 'cancelled' then
     if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
     set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)
