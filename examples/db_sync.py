@@ -22,9 +22,10 @@ import os
 import socket
 import sqlite3
 import sys
+import time
 from typing import Iterable
 
-from tender_pool.client import Client, Event, JobSnapshot
+from tender_pool.client import Client, Event, JobSnapshot, Unavailable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -90,7 +91,7 @@ class TaskTable:
     """The SQLite side: one transaction per batch, WAL so readers never wait for the consumer."""
 
     def __init__(self, path: str):
-        self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(SCHEMA)
@@ -125,12 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     table = TaskTable(a.db)
     pool = Client.from_config(a.config)
-    pool.register_consumer_group(a.group)
-    try:
-        pool.consume(a.group, a.consumer, table.apply, resync=table.resync, batch=a.batch, claim_idle=a.claim_idle)
-    except KeyboardInterrupt:
-        return 0
-    return 0
+    while True:  # Redis restarting or failing over: wait and go on from the group's position
+        try:
+            pool.register_consumer_group(a.group)
+            pool.consume(a.group, a.consumer, table.apply, resync=table.resync, batch=a.batch,
+                         claim_idle=a.claim_idle)
+        except Unavailable as e:
+            print(f"db_sync: {e}; retrying in 1 s", file=sys.stderr)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            return 0
 
 
 if __name__ == "__main__":
