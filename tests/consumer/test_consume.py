@@ -226,3 +226,85 @@ def test_a_dead_consumers_pending_entries_are_claimed(h, tmp_path):
     wait_until(lambda: {g.group: g for g in pool.consumer_groups()}["db"].pending == 0, 15, what="claimed")
     bg.join()
     assert_in_step(pool, table_rows(tmp_path / "t.db"), ids)
+
+
+def test_metrics_and_alert_rules_name_the_consumer_figures(h):
+    import socket
+    import subprocess
+    import urllib.request
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cfg = h.config(workers=1)
+    cfg.write_text(cfg.read_text().replace('[metrics]\nlisten = ""', f'[metrics]\nlisten = "127.0.0.1:{port}"'))
+    h.daemon()
+    pool = client_of(h)
+    pool.register_consumer_group("db")
+    jid = pool.submit("u1", "noop").id
+    h.wait_state(jid)
+
+    def scrape():
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+        except OSError:
+            return None
+    text = wait_until(lambda: (lambda t: t if t and 'tender_pool_events_consumer_lag{group="db"}' in t else None)(
+        scrape()), 15, what="consumer metrics")
+    lag = [ln for ln in text.splitlines() if ln.startswith('tender_pool_events_consumer_lag{group="db"}')]
+    assert float(lag[0].split()[-1]) >= 3  # queued, started, completed: none delivered yet
+    assert "tender_pool_events_dropped_total 0.0" in text
+    res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=20)
+    assert res.returncode == 0 and not res.stdout.strip(), res.stdout + res.stderr
+    rules = ROOT / "deploy" / "prometheus" / "tender-pool.rules.yml"
+    res = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=20)
+    assert res.returncode == 0, res.stdout + res.stderr
+    import re
+    named = set(re.findall(r"\btender_pool_[a-z0-9_]+", rules.read_text()))
+    served = {ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE ")}
+    assert named and named <= served, named - served
+
+
+def test_events_cli_register_groups_unregister_and_bad_input(h):
+    h.config()
+    out = h.cli("events", "register", "db")
+    assert out.returncode == 0 and "registered db" in out.stdout, out.stderr
+    assert "already" in h.cli("events", "register", "db").stdout
+    groups = h.cli("events", "groups", "--json")
+    assert groups.returncode == 0
+    (g,) = json.loads(groups.stdout)
+    assert g["group"] == "db" and g["lag"] == 0 and g["pending"] == 0 and g["gap"] is False
+    assert "db" in h.cli("events", "groups").stdout
+    bad = h.cli("events", "register", "two words")
+    assert bad.returncode == 2 and "bad consumer group name" in bad.stderr
+    assert h.cli("events", "unregister", "db").returncode == 0
+    missing = h.cli("events", "unregister", "db")
+    assert missing.returncode == 2 and "no such consumer group" in missing.stderr
+    h.redis.stop()
+    assert h.cli("events", "groups").returncode == 4
+
+
+def test_aconsume_applies_with_an_async_apply(h, tmp_path):
+    import asyncio
+
+    h.daemon(workers=1)
+    pool = client_of(h)
+    pool.register_consumer_group("db")
+    ids = [pool.submit("u1", "noop").id for _ in range(3)]
+    for jid in ids:
+        h.wait_state(jid)
+    got: list = []
+
+    async def apply(events):
+        await asyncio.sleep(0)
+        got.extend(ev for ev in events if ev.type == "job_completed")
+
+    async def main():
+        await pool.aconsume("db", "a1", apply, block_ms=100, stop=lambda: len(got) >= 3)
+        await pool.aclose()
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert sorted(ev.job_id for ev in got) == sorted(ids)
+    ev = got[0]
+    assert ev.attempts == 1 and ev.tries == 0 and ev.worker and ev.user == "u1" and ev.kind == "noop"
+    assert ev.finished_at.endswith("Z") and ev.started_at.endswith("Z") and ev.error is None
