@@ -12,7 +12,7 @@ stated plainly: the whole pool lives on one shard.
 | ``started`` | hash | job id → claim stamp, ms (Redis TIME); the reaper stamps any entry without one |
 | ``job:<id>`` | hash | the job record (``types.JobRecord``) |
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
-| ``wait:<user>`` | list | the user's parked job ids, FIFO |
+| ``wait:<user>`` | list | the user's parked job ids: interactive ones (``!<id>``) first, each class FIFO |
 | ``waitusers`` | set | users with parked jobs (for the lost-promotion sweep) |
 | ``deps:<id>`` | list | jobs parked until ``<id>`` ends |
 | ``delayed`` | zset | job id → due ms, business retries with backoff |
@@ -26,8 +26,9 @@ stated plainly: the whole pool lives on one shard.
 | ``active`` | hash | user → running attempts (±1 on entering/leaving ``running``, lib.lua ``set_state``) |
 | ``inready`` | hash | user → id of the user's one "fair" entry in ``ready:lo`` (or parked behind its user) |
 | ``backlog:<user>`` | list | the user's further bulk job ids, FIFO (RPUSH / LPOP); one goes to ``ready:lo`` when the fair entry starts or ends |
+| ``inready:hi`` / ``hibacklog:<user>`` | hash / list | the same for interactive jobs and ``ready:hi`` (round robin across users inside the class) |
 | ``sem:<kind>:<user>`` | zset | ``per_user`` = N > 1: attempt token → expiry ms, at most N members |
-| ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, FIFO |
+| ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, as ``wait:<user>`` |
 | ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; ``MAXLEN ~ 100000`` |
 | ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state |
 | ``runjobs:<id>`` | list | the run's job ids in item order |
@@ -118,6 +119,11 @@ class Keys:
         return f"{self.base}:inready"
 
     @property
+    def inready_hi(self) -> str:
+        """user → the user's one fair entry in ``ready:hi`` (``inready`` for the interactive class)."""
+        return f"{self.base}:inready:hi"
+
+    @property
     def events(self) -> str:
         return f"{self.base}:events"
 
@@ -127,6 +133,16 @@ class Keys:
 
     def backlog(self, user: str) -> str:
         return f"{self.base}:backlog:{user}"
+
+    def hibacklog(self, user: str) -> str:
+        """The user's further interactive job ids, FIFO (``backlog:<user>`` of ``ready:hi``). Not
+        ``backlog:hi:<user>``: that is user ``hi:<user>``'s bulk backlog."""
+        return f"{self.base}:hibacklog:{user}"
+
+    def hi_keys(self, user: str) -> list[str]:
+        """The interactive class's fair keys every script that queues or starts a job takes as one
+        block (lib.lua ``with_hi``): ready:hi, inready:hi, hibacklog:<user>."""
+        return [self.ready_hi, self.inready_hi, self.hibacklog(user)]
 
     def sem(self, kind: str, user: str) -> str:
         return f"{self.base}:sem:{kind}:{user}"
