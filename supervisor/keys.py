@@ -14,7 +14,7 @@ stated plainly: the whole pool lives on one shard.
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
 | ``wait:<user>`` | list | the user's parked job ids: interactive ones (``!<id>``) first, each class FIFO |
 | ``waitusers`` | set | users with parked jobs (for the lost-promotion sweep) |
-| ``deps:<id>`` | list | jobs parked until ``<id>`` ends |
+| ``deps:<id>`` | list | jobs parked until ``<id>`` ends (``!<id>``: an interactive one, lib.lua ``park_entry``) |
 | ``delayed`` | zset | job id → due ms, business retries with backoff |
 | ``dead`` | list | dead-letter entries ``{raw, reason, at}`` |
 | ``host:<host>`` | string | liveness of a host's supervisor: ``Owner.holder`` (incarnation, boot id, pid), PX 3 × heartbeat |
@@ -35,7 +35,7 @@ stated plainly: the whole pool lives on one shard.
 | ``runs`` | zset | run id → created ms (trimmed with the retention at submit) |
 | ``userruns:<user>`` | zset | the user's run ids → created ms |
 | ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
-| ``runwait:<id>`` | list | run jobs parked by ``max_parallel``; one is released when a run job leaves ``running`` |
+| ``runwait:<id>`` | list | run jobs parked by ``max_parallel`` (``!<id>``: interactive); one is released when a run job leaves ``running`` |
 | ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written before its settle (a fenced attempt's copy is never read) |
 | ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
 """
