@@ -163,10 +163,11 @@ local function topup(ctx, hi)
 end
 
 -- The job leaves its user's turn: whichever class's fair entry it is passes to that class's next.
+-- ctx.interactive (true / false; nil: unknown) spares the start path the other class's HGET.
 local function drop_fair(ctx)
-  if ctx.inready_hi and redis.call('HGET', ctx.inready_hi, ctx.user) == ctx.id then
+  if ctx.inready_hi and ctx.interactive ~= false and redis.call('HGET', ctx.inready_hi, ctx.user) == ctx.id then
     topup(ctx, true)
-  elseif redis.call('HGET', ctx.inready, ctx.user) == ctx.id then
+  elseif ctx.interactive ~= true and redis.call('HGET', ctx.inready, ctx.user) == ctx.id then
     topup(ctx, false)
   end
 end
@@ -628,6 +629,7 @@ local function take_job(F, A)
      base .. ':events:run:' .. run, base .. ':runwait:' .. run, base .. ':runjobs:' .. run},
     F.lo, A.retention)
   with_hi(ctx, {F.hi, F.inready_hi, base .. ':hibacklog:' .. user})
+  ctx.interactive = j.priority == 'interactive'
   local T = {proc = F.proc, job = job_key, started = F.started, lock = base .. ':lock:' .. user,
     wait = base .. ':wait:' .. user, waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
     deps = base .. ':deps:' .. e, ctx = ctx, sem = base .. ':sem:' .. kind .. ':' .. user,
