@@ -72,12 +72,9 @@ local function unmark(e)
   return e, false
 end
 
--- Park in a wait list in promotion order: the list's interactive entries first, each class FIFO.
--- An interactive job goes behind the interactive entries, before the first bulk one (the lists
--- hold a few entries: a user's parked turns, not its backlog).
-local function park_entry(list, id, interactive)
-  if not interactive then redis.call('RPUSH', list, id) return end
-  local e = '!' .. id
+-- Insert e behind a wait list's interactive entries, before its first bulk one (the lists hold a
+-- few entries: a user's parked turns, not its backlog).
+local function insert_before_bulk(list, e)
   local last = redis.call('LINDEX', list, -1)
   if not last or string.sub(last, 1, 1) == '!' then redis.call('RPUSH', list, e) return end
   for _, x in ipairs(redis.call('LRANGE', list, 0, -1)) do
@@ -86,6 +83,11 @@ local function park_entry(list, id, interactive)
       return
     end
   end
+end
+
+-- Park in a wait list in promotion order: the list's interactive entries first, each class FIFO.
+local function park_entry(list, id, interactive)
+  if interactive then insert_before_bulk(list, '!' .. id) else redis.call('RPUSH', list, id) end
 end
 
 -- LREM an id from a wait list in either class's spelling; returns how many went.
@@ -359,7 +361,8 @@ end
 
 -- Start one claimed job: stamp, cancel check, dependencies, max_parallel, the kind's per-user
 -- concurrency (lock, semaphore or none) or park, attempt token, state change, busy state.
--- T: proc, job, started, lock, wait, waitusers, ready ({lo, hi}), finished, deps, ctx, sem, semwait, busy
+-- T: proc, job, started, lock, wait, waitusers, ready ({lo, hi}), finished, deps, ctx, sem, semwait, busy,
+--    job_of (id → its job key, for a reserved waiter's class; nil: start.lua, no takeover)
 --    (keys); dep_pairs {{job:<dep>, deps:<dep>, dep id}, …}; id, user, suffix, worker, timeout_ms,
 --    lock_ttl, retention, max_waits, busy_state (table: attempt and started_at filled in here),
 --    busy_ttl, per_user, now.
@@ -460,6 +463,18 @@ local function start_job(T, j)
       end
     elseif prev == 'r:' .. id then
       redis.call('SET', T.lock, token, 'PX', ttl)  -- reserved for us by the release that promoted us
+    elseif j.priority == 'interactive' and T.job_of and string.sub(prev, 1, 2) == 'r:'
+        and redis.call('HGET', T.job_of(string.sub(prev, 3)), 'priority') ~= 'interactive' then
+      -- The release promoted a bulk waiter before this interactive job of the same user was
+      -- claimed (it was queued, not parked): interactive goes first (CONTRACT), so it takes the
+      -- lock. The bulk job, still at the front of ready:lo, goes back to the head of the user's
+      -- bulk waiters (already claimed by a slot: its start parks it behind this attempt).
+      redis.call('SET', T.lock, token, 'PX', ttl)
+      local b = string.sub(prev, 3)
+      if redis.call('LREM', T.ready.lo, -1, b) > 0 then
+        insert_before_bulk(T.wait, b)
+        redis.call('SADD', T.waitusers, user)
+      end
     else
       redis.call('SADD', T.waitusers, user)
       return park(T.wait, 'user', user, false)
@@ -634,6 +649,7 @@ local function take_job(F, A)
     wait = base .. ':wait:' .. user, waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
     deps = base .. ':deps:' .. e, ctx = ctx, sem = base .. ':sem:' .. kind .. ':' .. user,
     semwait = base .. ':semwait:' .. kind .. ':' .. user, busy = F.busy, dep_pairs = dep_pairs,
+    job_of = function(x) return base .. ':job:' .. x end,
     id = e, user = user, suffix = A.suffix, worker = A.worker, timeout_ms = lim[1], lock_ttl = A.lock_ttl,
     retention = A.retention, max_waits = A.max_waits, busy_ttl = A.busy_ttl, per_user = lim[2], now = A.now,
     busy_state = {worker = A.worker, pid = A.pid, kind = kind, job_id = e, user = user,

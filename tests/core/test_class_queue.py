@@ -113,3 +113,24 @@ def test_a_retried_interactive_run_queues_through_the_users_interactive_turn(h, 
     c.retry_run(run.id, cancelled=True)
     assert ids(h, k.ready_hi) == [jobs[0]] and ids(h, k.hibacklog("u")) == jobs[1:]
     assert h.r.llen(k.ready_lo) == 1 and h.r.lindex(k.ready_lo, 0) == b"~wake"  # bulk: only the wake token
+
+
+@pytest.mark.timeout(30)
+def test_an_interactive_job_queued_while_a_bulk_waiter_is_promoted_still_starts_before_it(h, q):
+    # Given per_user = 1: the user's bulk b1 runs, b2 is parked behind the lock, and then its
+    # interactive i1 is queued while every slot is busy (not parked: nobody claimed it yet)
+    k = q.k
+    b1, b2 = submit(q, priority="bulk"), submit(q, priority="bulk")
+    t1 = q.take("proc:1", args(), "s1")
+    assert t1.entry.decode() == b1 and isinstance(t1.started, Run)
+    assert q.take("proc:2", args(), "s2").started == Parked("user", "u")
+    i1 = submit(q)
+    # When b1 settles: its release promotes b2 (the only waiter), and the same step's take claims i1
+    _, nxt = q.settle_take("proc:1", q.get(b1), t1.started.token, "completed", args(), "s3")
+    # Then i1 runs first, and b2 is back at the head of the user's bulk waiters, out of ready:lo
+    assert nxt.entry.decode() == i1 and isinstance(nxt.started, Run)
+    assert ids(h, k.wait("u")) == [b2] and b2 not in ids(h, k.ready_lo)
+    assert h.r.sismember(k.waitusers, "u")
+    # and b2 follows once i1 ends
+    _, nxt = q.settle_take("proc:1", q.get(i1), nxt.started.token, "completed", args(), "s4")
+    assert nxt.entry.decode() == b2 and isinstance(nxt.started, Run)
