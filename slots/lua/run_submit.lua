@@ -10,6 +10,7 @@
 -- KEYS[10] backlog:<user>  KEYS[11] ready:hi  KEYS[12] ready:lo
 -- KEYS[13..] per item, 3 keys: job:<job id>, done:<kind>:<user>:<input hash> (done:- without a hash
 --            or with overwrite), job:<source id> (job:- when the MGET found none)
+-- KEYS[#KEYS - 1] inready:hi  KEYS[#KEYS] hibacklog:<user> (the interactive class's fair keys)
 -- ARGV: 1 run id, 2 user, 3 kind, 4 priority interactive|bulk, 5 max_parallel (0 = none),
 --       6 overwrite '1'|'0', 7 retention s,
 --       8.. per item, 5 values: job id, item key, payload JSON, input hash ('' none), source id ('' none)
@@ -20,11 +21,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   local v = redis.call('HMGET', KEYS[1], 'state', 'total')
   return {0, v[1] or '', tonumber(v[2] or '0')}
 end
-local n = (#KEYS - 12) / 3
+local n = (#KEYS - 14) / 3
 local now = now_ms()
 local ctx = {user = user, run_id = run_id, item = '', events = KEYS[7], active = KEYS[8], inready = KEYS[9],
   backlog = KEYS[10], run = KEYS[1], runev = KEYS[5], runwait = KEYS[6], runjobs = KEYS[2],
   ready_lo = KEYS[12], retention = retention}
+with_hi(ctx, {KEYS[11], KEYS[#KEYS - 1], KEYS[#KEYS]})
 
 -- First pass: which items are skipped (so every event below carries counts that add up to total).
 local results, nskip = {}, 0
@@ -72,10 +74,8 @@ for i = 0, n - 1 do
   else
     redis.call('HSET', jk, 'state', 'queued', unpack(common))
     emit(ctx, 'job_queued', 'pending', counts, 'queued')
-    if prio == 'interactive' then
-      redis.call('LPUSH', KEYS[11], id)
-    elseif not fair_done then
-      queue_bulk(ctx, id)  -- the user's fair entry if it has none, else the back of its backlog
+    if not fair_done then
+      queue_job(ctx, id, prio == 'interactive')  -- the user's fair entry of the class, else its backlog
       fair_done = true
     else
       backlog[#backlog + 1] = id  -- the user's turn is taken (by now, surely): straight to its backlog
@@ -83,7 +83,8 @@ for i = 0, n - 1 do
   end
 end
 for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, #ids))) end
-for i = 1, #backlog, 1000 do redis.call('RPUSH', KEYS[10], unpack(backlog, i, math.min(i + 999, #backlog))) end
+local _, _, backlog_key = fair_keys(ctx, prio == 'interactive')
+for i = 1, #backlog, 1000 do redis.call('RPUSH', backlog_key, unpack(backlog, i, math.min(i + 999, #backlog))) end
 if prio == 'interactive' and n > nskip and redis.call('LINDEX', KEYS[12], -1) ~= '~wake' then
   redis.call('RPUSH', KEYS[12], '~wake')
 end
