@@ -228,7 +228,7 @@ class PoolCollector(Collector):
     def run_metrics(self) -> Iterable[Metric]:
         """Runs and events, from the probe's last read (this scrape's)."""
         t = self.probe.run_tracker
-        yield GaugeMetricFamily(P + "runs_active", "Runs pending or running (all hosts).", value=len(self.probe.runs))
+        yield GaugeMetricFamily(P + "runs_active", "Runs pending or running (all hosts).", value=self.probe.runs_active)
         ended = CounterMetricFamily(P + "runs_finished", "Runs that reached a final state since this supervisor "
                                     "started, by state (all hosts' runs: aggregate with max).", labels=["state"])
         for state in ("completed", "partial_success", "failed", "cancelled"):

@@ -228,6 +228,7 @@ class StatusBuilder:
             counters=msgspec.structs.replace(c, reclaimed=c.reclaimed + (house.reclaimed if house is not None else 0)),
             slots=rows,
             runs=list(self.probe.runs) if stats else None,
+            runs_active=self.probe.runs_active if stats else None,
             host_id=self.cfg.pool.host_id,
             pid=os.getpid(),
             uptime_s=round(now - self.started, 1),

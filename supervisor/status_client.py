@@ -117,7 +117,14 @@ class RedisView(msgspec.Struct):
     busy: list[BusyState]
     warnings: list[str] = []
     error: str | None = None
-    runs: list[RunRow] | None = None
+    runs: list[RunRow] | None = None  # the newest active runs, at most 20 (``status``'s ``runs``)
+    runs_active: int | None = None
+    hosts_total: int | None = None  # hosts that heartbeat lately; ``hosts`` shows the newest MAX_HOSTS
+
+
+# ``hosts`` is trimmed after an hour of silence, but nothing bounds how many hosts a queue has: the
+# Redis view shows the newest this many (and says how many there are), so its reply stays bounded.
+MAX_HOSTS = 200
 
 
 def host_of_worker(worker_id: str) -> str:
@@ -138,7 +145,8 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
         # The hosts that heartbeat lately (``hosts``), their slot tables, the busy states of the slots
         # those name: three reads whatever the keyspace holds (a SCAN walked all of it: 0.4 s at
         # 2 × 10⁵ keys, seconds at 2 × 10⁶)
-        listed = sorted(x.decode("utf-8", "replace") for x in r.zrange(k.hosts, 0, -1))
+        listed = sorted(x.decode("utf-8", "replace") for x in r.zrevrange(k.hosts, 0, MAX_HOSTS - 1))
+        hosts_total = r.zcard(k.hosts)
         tables = _decode_all(r, [k.host_slots(h) for h in listed], HostSlots)
         states = _decode_all(r, [k.busy(row.id) for t in tables for row in t.slots], BusyState)
         names = sorted({t.host_id for t in tables} | {host_of_worker(b.worker) for b in states})
@@ -147,8 +155,10 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
     except redis.RedisError as e:
         return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {url}: {e}")
     hosts, busy = live_hosts(tables, states, holders)
+    if hosts_total > MAX_HOSTS:
+        warnings = [*warnings, f"{hosts_total} hosts heartbeat lately: the {MAX_HOSTS} newest are shown"]
     return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings,
-                     runs=list(probe.runs))
+                     runs=list(probe.runs), runs_active=probe.runs_active, hosts_total=hosts_total)
 
 
 def as_status(view: RedisView) -> StatusView:
@@ -173,7 +183,7 @@ def as_status(view: RedisView) -> StatusView:
         configured=len(rows), online=len(rows) - offline, busy=n_busy, idle=states.count("idle"), offline=offline,
         queue_depth=q.depth, waiting=max(0, q.depth - n_busy), queued=q.queued, running=q.processing,
         delayed=q.delayed, deferred=q.deferred, dead_letter=q.dead_letter, failed=q.failed, redis_ok=True,
-        slots=rows, runs=view.runs, problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
+        slots=rows, runs=view.runs, runs_active=view.runs_active, problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
         warnings=view.warnings,
     )
 

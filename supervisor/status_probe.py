@@ -93,37 +93,52 @@ class Observed(msgspec.Struct):
 
 class RunTracker:
     """The active runs, and the runs that ended since this process started (for metrics), kept
-    incrementally so a read costs what changed, not the retention:
+    incrementally so a read costs what changed plus a bounded amount, never the number of runs:
 
-    - once, at the first read, every run of the ``runs`` index is looked at (its state);
+    - once, at the first read, every run of the ``runs`` index is looked at (its state, in
+      pipelines of ``CHECK_BATCH``);
     - then only the queue's ``events`` stream is tailed from where the last read stopped, for
       ``run_started`` (a new run, or a retried one reopening) and ``run_finished`` (an end: its final
-      state, job count and time from creation); the active runs' counts are read in one pipeline.
+      state, job count and time from creation);
+    - each read re-reads the newest active runs until ``SHOWN`` of them are confirmed active (their
+      counts are what ``status`` shows), and ``SWEEP`` more of the rest in turn, so a run that ended
+      without an event we saw (expired unsealed, deleted by hand) drops out of the count in time;
     - if trimming overtook the tail (``follow.trimmed_past``), the index is walked again.
 
-    Every host's probe sees every run of the queue: aggregate the run metrics with ``max`` across
-    hosts, not ``sum``. Not thread-safe by itself (``QueueProbe``'s lock guards it)."""
+    ``rows`` (newest first, at most ``SHOWN``) and ``count`` are what a read found: 49,157 open runs
+    made a 17.6 MB status reply when every one was listed. Every host's probe sees every run of the
+    queue: aggregate the run metrics with ``max`` across hosts, not ``sum``. Not thread-safe by
+    itself (``QueueProbe``'s lock guards it)."""
 
     TAIL_BATCH = 5000
     TAIL_MAX = 200_000  # per read; the rest next time
+    SHOWN = 20  # CONTRACT.md: ``runs`` lists at most the 20 newest active runs
+    SWEEP = 1000  # other active runs re-checked per read
+    CHECK_BATCH = 2000  # HMGETs per pipeline
 
     def __init__(self, client: redis.Redis, keys: Keys):
         self.r = client
         self.k = keys
         self.last_id: str | None = None  # None: not synced yet
-        self.active: dict[str, RunRow] = {}
+        self.active: dict[str, float] = {}  # run id -> created (ms), every active run
+        self.rows: list[RunRow] = []  # the newest active runs, newest first, at most SHOWN
         self.ended: dict[str, int] = {}  # final state → runs that reached it
         self.jobs = Observed.of(RUN_JOBS_BUCKETS)
         self.seconds = Observed.of(RUN_SECONDS_BUCKETS)
+        self._sweep_at = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.active)
 
     def read(self) -> list[RunRow]:
-        """The active runs, oldest first. Raises redis.RedisError."""
+        """The newest active runs, newest first (at most ``SHOWN``). Raises redis.RedisError."""
         if self.last_id is None or self._trimmed():
             self._sync()
         else:
             self._tail()
         self._refresh()
-        return sorted(self.active.values(), key=lambda row: row.id)
+        return self.rows
 
     def _trimmed(self) -> bool:
         try:
@@ -136,13 +151,25 @@ class RunTracker:
         """Every run of the index: the active ones kept, none counted as ended."""
         last = self.r.xrevrange(self.k.events, "+", "-", count=1)
         self.last_id = last[0][0].decode() if last else "0-0"
-        self.active = {}
-        for rid in self.r.zrange(self.k.runs, 0, -1):
-            self.active[rid.decode("utf-8", "replace")] = RunRow(rid.decode("utf-8", "replace"), "", "", Counts())
+        self.active = {rid.decode("utf-8", "replace"): created
+                       for rid, created in self.r.zrange(self.k.runs, 0, -1, withscores=True)}
+        ids = list(self.active)
+        for i in range(0, len(ids), self.CHECK_BATCH):
+            self._check(ids[i:i + self.CHECK_BATCH])
+
+    def _check(self, ids: list[str]) -> None:
+        """Drop the runs of ``ids`` that are no longer active: one pipeline."""
+        p = self.r.pipeline(transaction=False)
+        for rid in ids:
+            p.hget(self.k.run(rid), "state")
+        for rid, state in zip(ids, p.execute()):
+            if (state or b"").decode() not in ACTIVE:
+                self.active.pop(rid, None)
 
     def _tail(self) -> None:
         read = 0
         ended: list[tuple[str, str, int]] = []
+        started: set[str] = set()
         while read < self.TAIL_MAX:
             reply = self.r.xread({self.k.events: self.last_id}, count=self.TAIL_BATCH)
             entries = reply[0][1] if reply else []
@@ -153,8 +180,9 @@ class RunTracker:
                     if ev is not None:
                         etype, rid, state, total = ev
                         if etype == "run_started":
-                            self.active.setdefault(rid, RunRow(rid, "", "", Counts()))
+                            started.add(rid)
                         elif etype == "run_finished":
+                            started.discard(rid)
                             self.active.pop(rid, None)
                             ended.append((rid, state, total))
             if entries:
@@ -162,6 +190,13 @@ class RunTracker:
             read += len(entries)
             if len(entries) < self.TAIL_BATCH:
                 break
+        new = [rid for rid in started if rid not in self.active]
+        if new:  # their creation time orders them (a retried run reopens with its old one)
+            p = self.r.pipeline(transaction=False)
+            for rid in new:
+                p.zscore(self.k.runs, rid)
+            for rid, created in zip(new, p.execute()):
+                self.active[rid] = created if created is not None else time.time() * 1000
         if ended:
             p = self.r.pipeline(transaction=False)
             for rid, _, _ in ended:
@@ -173,22 +208,31 @@ class RunTracker:
                     self.seconds.observe(max(0, int(finished) - int(created)) / 1000)
 
     def _refresh(self) -> None:
-        """The active runs' user, kind and counts; drop those that are no longer active (a sync
-        starts with every run of the index)."""
-        ids = list(self.active)
-        if not ids:
-            return
-        p = self.r.pipeline(transaction=False)
-        for rid in ids:
-            p.hmget(self.k.run(rid), "state", "user", "kind", "total", *COUNT_NAMES)
-        for rid, v in zip(ids, p.execute()):
-            state = v[0].decode() if v[0] else None
-            if state not in ACTIVE:
-                self.active.pop(rid, None)
-                continue
-            n = [int(x) if x else 0 for x in v[3:]]
-            self.active[rid] = RunRow(rid, (v[1] or b"").decode("utf-8", "replace"),
-                                      (v[2] or b"").decode("utf-8", "replace"), Counts(*n))
+        """The newest ``SHOWN`` active runs' user, kind and counts (dropping any found no longer
+        active on the way), then ``SWEEP`` of the others re-checked: a bounded cost per read."""
+        newest = sorted(self.active, key=lambda rid: (self.active[rid], rid), reverse=True)
+        rows: list[RunRow] = []
+        at = 0
+        while len(rows) < self.SHOWN and at < len(newest):
+            batch = newest[at:at + 2 * self.SHOWN]
+            at += len(batch)
+            p = self.r.pipeline(transaction=False)
+            for rid in batch:
+                p.hmget(self.k.run(rid), "state", "user", "kind", "total", *COUNT_NAMES)
+            for rid, v in zip(batch, p.execute()):
+                state = v[0].decode() if v[0] else None
+                if state not in ACTIVE:
+                    self.active.pop(rid, None)
+                elif len(rows) < self.SHOWN:
+                    n = [int(x) if x else 0 for x in v[3:]]
+                    rows.append(RunRow(rid, (v[1] or b"").decode("utf-8", "replace"),
+                                       (v[2] or b"").decode("utf-8", "replace"), Counts(*n)))
+        self.rows = rows
+        rest = newest[at:]
+        if rest:
+            start = self._sweep_at % len(rest)
+            self._check((rest[start:] + rest[:start])[: self.SWEEP])
+            self._sweep_at = start + self.SWEEP
 
 
 COUNT_NAMES = ("queued", "waiting", "running", "completed", "failed", "cancelled", "skipped")
@@ -235,7 +279,8 @@ class QueueProbe:
         self._failure: tuple[float, redis.RedisError] | None = None
         self._warnings: tuple[float, list[str]] | None = None
         self.run_tracker = RunTracker(client, keys)
-        self.runs: list[RunRow] = []  # the active runs as of the last successful read
+        self.runs: list[RunRow] = []  # the newest active runs as of the last successful read (at most 20)
+        self.runs_active = 0  # every active run, as of the same read
 
     @classmethod
     def for_config(cls, cfg: Config, timeout: float = PROBE_TIMEOUT_S) -> "QueueProbe":
@@ -248,7 +293,8 @@ class QueueProbe:
                 raise self._failure[1]
             try:
                 stats = self._read()
-                self.runs = self.run_tracker.read()
+                self.runs = list(self.run_tracker.read())
+                self.runs_active = self.run_tracker.count
             except redis.RedisError as e:
                 self._failure = (time.monotonic(), e)
                 raise

@@ -127,7 +127,9 @@ class StatusView(msgspec.Struct, kw_only=True):
     (retry backoff), ``deferred`` (parked behind a user's lock or a dependency). Queue figures are
     null when Redis is down; ``error`` is set (and the counts null) when no daemon answered.
     ``warnings`` (Redis persistence off, an evicting policy) leave the exit code alone; ``problems``
-    make it 1. ``runs``: the active (pending or running) runs with their counts."""
+    make it 1. ``runs``: the newest active (pending or running) runs with their counts, at most 20;
+    ``runs_active`` counts them all. Every list here is bounded whatever Redis holds (slots by the
+    config, problems by the slots, warnings by the checks), so a reply always fits ``REPLY_CAP``."""
 
     version: int = STATUS_PROTOCOL
     configured: int
@@ -146,7 +148,8 @@ class StatusView(msgspec.Struct, kw_only=True):
     redis_ok: bool | None = None
     counters: CountersView | None = None
     slots: list[SlotRow] = []
-    runs: list[RunRow] | None = None  # active runs, oldest first; null when Redis is down
+    runs: list[RunRow] | None = None  # the newest active runs (at most 20), newest first; null when Redis is down
+    runs_active: int | None = None  # every active run (``runs`` lists the newest of them)
     host_id: str | None = None
     pid: int | None = None
     uptime_s: float | None = None
