@@ -104,6 +104,12 @@ class Keys:
         return f"{self.base}:slots:{host_id}"
 
     @property
+    def write_check(self) -> str:
+        """Never written: status sends ``LPUSHX`` here (a no-op on a missing key) to learn whether
+        Redis refuses writes right now (out of memory, MISCONF, a replica), and Redis's words."""
+        return f"{self.base}:writecheck"
+
+    @property
     def depwaits(self) -> str:
         return f"{self.base}:depwaits"
 

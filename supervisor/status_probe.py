@@ -28,11 +28,16 @@ from tender_pool.client.models import Counts
 
 from .config import Config
 from .keys import Keys
-from .status_protocol import RunRow
+from .status_protocol import RedisMemory, RunRow
 
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
 WARNINGS_EVERY_S = 30.0
+MEMORY_WARN_AT = 0.8  # of maxmemory (CONTRACT.md)
+# A refusal stays a problem this long: near maxmemory Redis refuses a write whenever the one before
+# pushed it over, and accepts the next once memory fell back (19.9 of 20 MiB read "healthy" between
+# refused submits). Long enough to outlast that flicker, short enough to clear soon after a fix.
+REFUSAL_MEMO_S = 10.0
 
 
 class QueueStats(msgspec.Struct):
@@ -281,6 +286,8 @@ class QueueProbe:
         self.run_tracker = RunTracker(client, keys)
         self.runs: list[RunRow] = []  # the newest active runs as of the last successful read (at most 20)
         self.runs_active = 0  # every active run, as of the same read
+        self.memory: RedisMemory | None = None  # as of the last read
+        self.refused: tuple[float, str] | None = None  # (monotonic time, Redis's message) of the last refusal
 
     @classmethod
     def for_config(cls, cfg: Config, timeout: float = PROBE_TIMEOUT_S) -> "QueueProbe":
@@ -295,6 +302,7 @@ class QueueProbe:
                 stats = self._read()
                 self.runs = list(self.run_tracker.read())
                 self.runs_active = self.run_tracker.count
+                self._check_writes()
             except redis.RedisError as e:
                 self._failure = (time.monotonic(), e)
                 raise
@@ -338,6 +346,31 @@ class QueueProbe:
             failed=failed,
         )
 
+    def _check_writes(self) -> None:
+        """``memory`` from INFO, and whether Redis refuses a write now (``write_refusal``)."""
+        self.memory = redis_memory(self.r)
+        refused = write_refusal(self.r, self.k.write_check)
+        if refused is not None:
+            self.refused = (time.monotonic(), refused)
+
+    def note_refusal(self, message: str) -> None:
+        """A write of ours that Redis refused (the housekeeper's heartbeat, say): a problem for
+        ``REFUSAL_MEMO_S``, like one the probe saw itself."""
+        with self.lock:
+            self.refused = (time.monotonic(), message)
+
+    def memory_health(self) -> tuple[list[str], list[str]]:
+        """(problems, warnings) about Redis's memory and writes, as of the last read: a refusal within
+        ``REFUSAL_MEMO_S`` (Redis's own message), memory past ``MEMORY_WARN_AT`` of maxmemory."""
+        with self.lock:
+            problems, warnings = [], []
+            if self.refused is not None and time.monotonic() - self.refused[0] < REFUSAL_MEMO_S:
+                problems.append(f"Redis refuses writes: {self.refused[1]}")
+            warning = memory_warning(self.memory) if self.memory is not None else None
+            if warning:
+                warnings.append(warning)
+            return problems, warnings
+
     def warnings(self) -> list[str]:
         """``redis_warnings`` at most every WARNINGS_EVERY_S (a server's settings rarely change);
         an unreachable Redis gives no warnings here (it is a problem, reported apart)."""
@@ -377,3 +410,45 @@ def redis_warnings(client: redis.Redis) -> list[str]:
         out.append(f"Redis maxmemory-policy is {policy}: under memory pressure Redis evicts job records, locks "
                    "and processing lists (use noeviction)")
     return out
+
+
+# redis-py turns the reply's code into the exception's class and drops it from the message; put it
+# back so the problem reads as Redis wrote it ("OOM command not allowed when used memory > ...").
+_ERROR_CODES = ((redis.exceptions.OutOfMemoryError, "OOM"), (redis.exceptions.ReadOnlyError, "READONLY"))
+
+
+def redis_message(e: redis.ResponseError) -> str:
+    """An error reply as Redis wrote it."""
+    for cls, code in _ERROR_CODES:
+        if isinstance(e, cls):
+            return f"{code} {e}"
+    return str(e)
+
+
+def write_refusal(client: redis.Redis, key: str) -> str | None:
+    """Redis's message when it refuses a write now (out of memory under ``noeviction``, MISCONF after
+    a failed save, NOREPLICAS, a replica's READONLY), else None. ``LPUSHX`` on a key that never
+    exists: a write command Redis vets like any other, which changes nothing when accepted.
+    Raises redis.RedisError when Redis does not answer."""
+    try:
+        client.lpushx(key, "")
+    except redis.ResponseError as e:
+        return redis_message(e)
+    return None
+
+
+def redis_memory(client: redis.Redis) -> RedisMemory:
+    """``redis_memory`` from INFO memory. Raises redis.RedisError when Redis does not answer."""
+    info = client.info("memory")
+    return RedisMemory(int(info.get("used_memory", 0)), int(info.get("maxmemory", 0)),
+                       str(info.get("maxmemory_policy", "noeviction")))
+
+
+def memory_warning(mem: RedisMemory) -> str | None:
+    """A warning once Redis holds more than ``MEMORY_WARN_AT`` of its maxmemory (none without one)."""
+    if mem.maxmemory_bytes <= 0 or mem.used_bytes < MEMORY_WARN_AT * mem.maxmemory_bytes:
+        return None
+    mib = 1024 * 1024
+    return (f"Redis memory at {100 * mem.used_bytes / mem.maxmemory_bytes:.0f} % of maxmemory "
+            f"({mem.used_bytes / mib:.1f} of {mem.maxmemory_bytes / mib:.1f} MiB, policy {mem.policy}): "
+            "writes are refused once it is full")

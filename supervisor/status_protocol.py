@@ -120,6 +120,15 @@ class RunRow(msgspec.Struct):
     counts: Counts
 
 
+class RedisMemory(msgspec.Struct):
+    """``redis_memory`` in ``status``: Redis's ``used_memory``, ``maxmemory`` (0: no limit) and
+    ``maxmemory-policy``, from INFO."""
+
+    used_bytes: int
+    maxmemory_bytes: int
+    policy: str
+
+
 class StatusView(msgspec.Struct, kw_only=True):
     """``status --json``. ``queue_depth`` is every unfinished job (queued, waiting and running: the old
     pool's meaning), ``waiting`` = depth − busy (an estimate, as it always was); the precise figures
@@ -150,6 +159,7 @@ class StatusView(msgspec.Struct, kw_only=True):
     slots: list[SlotRow] = []
     runs: list[RunRow] | None = None  # the newest active runs (at most 20), newest first; null when Redis is down
     runs_active: int | None = None  # every active run (``runs`` lists the newest of them)
+    redis_memory: RedisMemory | None = None  # null when Redis does not answer
     host_id: str | None = None
     pid: int | None = None
     uptime_s: float | None = None

@@ -104,3 +104,48 @@ def test_runs_that_end_without_an_event_leave_the_count_and_a_read_costs_a_bound
     probe.read()
     cost = int(r.info("stats")["total_commands_processed"]) - before
     assert cost < 1200, cost  # 1495 runs; SWEEP (1000) + the newest + the queue figures
+
+
+@pytest.mark.timeout(120)
+def test_a_full_redis_is_a_problem_with_its_own_message_never_unreachable(h):
+    """Issue 17, item 9: at maxmemory with writes refused, status said healthy (exit 0, no warning),
+    and once the heartbeat was refused too, "redis unreachable". Memory is reported against
+    maxmemory: a warning past 80 %, a problem with Redis's message while writes are refused."""
+    d = h.daemon(workers=1)
+    d.wait_slots(1)
+    wait_until(lambda: status(h)[0] == 0, 15, what="healthy")
+    code, st = status(h)
+    assert st["redis_memory"]["maxmemory_bytes"] == 0 and st["redis_memory"]["used_bytes"] > 0
+    # Given a Redis holding ~4 MB, its maxmemory set so that it is 85 % full
+    p = h.r.pipeline(transaction=False)
+    for i in range(4000):
+        p.set(f"ballast:{i}", b"x" * 1000)
+    p.execute()
+    used = int(h.r.info("memory")["used_memory"])
+    h.r.config_set("maxmemory", int(used / 0.85))
+    # Then a warning, exit code unchanged
+    wait_until(lambda: any("Redis memory at" in w for w in status(h)[1]["warnings"]), 15, what="memory warning")
+    code, st = status(h)
+    assert code == 0 and st["redis_ok"] is True and st["redis_memory"]["maxmemory_bytes"] == int(used / 0.85)
+    # When it is over its maxmemory (every write refused, the daemon's heartbeat included)
+    h.r.config_set("maxmemory", used // 2)
+    oom = "OOM command not allowed when used memory > 'maxmemory'"
+    wait_until(lambda: status(h)[0] == 1, 15, what="degraded")
+    k = Keys(h.prefix, QUEUE)
+    wait_until(lambda: not h.r.exists(k.host(f"ha-{h.prefix}")), 15, what="the heartbeat refused (its key expired)")
+    # Then a problem with Redis's own words; Redis answers, so it is not "unreachable"
+    for _ in range(3):
+        code, st = status(h)
+        assert code == 1 and st["redis_ok"] is True, st
+        assert "redis unreachable" not in st["problems"]
+        assert any(p.startswith("Redis refuses writes: " + oom) for p in st["problems"]), st["problems"]
+        time.sleep(0.5)
+    text = h.cli("status").stdout
+    assert "redis    ok, memory" in text and oom in text
+    code, view = status(h, "--redis")
+    assert view["redis_ok"] is True and any(oom in p for p in view["problems"])
+    via_client = Client(h.redis.url, prefix=h.prefix).status()  # no socket given: the Redis view
+    assert via_client.redis_ok is True and any(oom in p for p in via_client.problems)
+    # When memory is raised, healthy again
+    h.r.config_set("maxmemory", 0)
+    wait_until(lambda: status(h)[0] == 0, 30, what="healthy after maxmemory was raised")
