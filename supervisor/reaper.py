@@ -43,6 +43,7 @@ from typing import Callable
 import redis
 
 from tender_pool.client import history
+from tender_pool.slots.connection import NOT_REPLICATED_RETRY_S, NotReplicated
 
 from .config import Config
 from .types import TERMINAL_STATES
@@ -85,6 +86,7 @@ class Housekeeper(threading.Thread):
         self.taken_over: str | None = None  # the holder that took our host_id over (we must stop)
         self.redis_ok = True  # False while Redis does not answer (a refusal is ``refused``, not this)
         self.refused: tuple[float, str] | None = None  # (monotonic time, Redis's message): a write refused
+        self.unreplicated: float | None = None  # since when our writes run but are not acknowledged (status warns)
         self.redis_lost = False  # a Redis call failed since the last successful turn
         self.redis_back_at = -math.inf  # when Redis answered again after that (monotonic)
         self.judging_deferred = False  # logged "reclaim_deferred_after_redis_outage" for this outage
@@ -147,8 +149,14 @@ class Housekeeper(threading.Thread):
                 if now >= next_sweep:
                     self.sweep()
                     next_sweep = now + max(SWEEP_EVERY_S, 3 * self.cfg.pool.heartbeat)
-                self.redis_ok = True
+                self.redis_ok, self.unreplicated = True, None
                 backoff = period
+            except NotReplicated as e:  # Redis answers and ran it; no replica acknowledged yet
+                self.redis_errors += 1
+                if self.unreplicated is None:
+                    self.log.warning("housekeeper_not_replicated", error=str(e))
+                self.unreplicated = time.monotonic()
+                backoff = min(backoff * 2, NOT_REPLICATED_RETRY_S)
             except redis.ResponseError as e:  # Redis answered, refusing (OOM, MISCONF, …): not unreachable
                 self.redis_errors += 1
                 message = redis_message(e)

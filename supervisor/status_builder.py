@@ -191,6 +191,19 @@ class StatusBuilder:
                     out.append(f"{row.id} job {row.job_id} past its deadline ({row.elapsed_s:.0f} s > {limit:g} s)")
         return out + self.storage_problems()
 
+    def unreplicated(self, slots: list, house: Any) -> str | None:
+        """The warning while writes run on the primary but too few replicas acknowledge them (slots
+        and the housekeeper retry them, ``NotReplicated``): after a planned failover with one
+        replica, until Sentinel re-attaches the old primary, the pool would otherwise look idle."""
+        n = sum(1 for s in slots if getattr(s, "unreplicated", False))
+        house_waits = house is not None and getattr(house, "unreplicated", None) is not None
+        if not n and not house_waits:
+            return None
+        who = f"{n} slot(s)" if n else "the housekeeper"
+        return (f"waiting for a replica to acknowledge: {who} retrying writes the primary ran but fewer than "
+                f"{self.cfg.redis.wait_replicas} replica(s) acknowledged (redis.wait_replicas); "
+                "they resume once a replica is attached")
+
     def build(self) -> StatusView:
         now, wall_ms = time.monotonic(), int(time.time() * 1000)
         slots = list(self.slots())
@@ -217,6 +230,9 @@ class StatusBuilder:
             if not any(p.startswith("Redis refuses writes") for p in redis_problems):
                 redis_problems.append(f"Redis refuses writes: {refused[1]}")
         self.last_stats = stats
+        waiting = self.unreplicated(slots, house)
+        if waiting:
+            warnings = [waiting, *warnings]
         states = [r.state for r in rows]
         busy = states.count(SlotState.BUSY.value)
         offline = sum(st in (SlotState.OFFLINE.value, SlotState.CRASH_LOOPING.value) for st in states)
