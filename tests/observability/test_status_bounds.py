@@ -54,7 +54,7 @@ def test_ten_thousand_big_active_runs_are_a_count_and_the_20_newest_everywhere(h
     n = 9000
     open_runs(h.r, k, n, user_len=2000)
     c = Client(h.redis.url, prefix=h.prefix)
-    newest = [c.submit_run("late", "behave", [{"key": f"x{i}", "payload": {"sleep": 30}}]).id for i in range(2)]
+    newest = [c.submit_run("late", "long", [{"key": f"x{i}", "payload": {"sleep": 50}}]).id for i in range(2)]
     # When status is asked on the socket
     wait_until(lambda: status(h)[1].get("runs_active", 0) >= n, 60, what="the daemon to count every run")
     code, st = status(h)
@@ -146,6 +146,10 @@ def test_a_full_redis_is_a_problem_with_its_own_message_never_unreachable(h):
     assert view["redis_ok"] is True and any(oom in p for p in view["problems"])
     via_client = Client(h.redis.url, prefix=h.prefix).status()  # no socket given: the Redis view
     assert via_client.redis_ok is True and any(oom in p for p in via_client.problems)
+    probe = QueueProbe(h.r, k, 3600)
+    sample = {s.name: s.value for fam in PoolCollector(PoolMetrics(["behave"]), lambda: [], CountersView(), probe,
+                                                       lambda: None, lambda: 0).collect() for s in fam.samples}
+    assert sample["tender_pool_redis_writes_refused"] == 1 and sample["tender_pool_redis_maxmemory_bytes"] == used // 2
     # When memory is raised, healthy again
     h.r.config_set("maxmemory", 0)
     wait_until(lambda: status(h)[0] == 0, 30, what="healthy after maxmemory was raised")
