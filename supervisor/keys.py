@@ -37,6 +37,7 @@ stated plainly: the whole pool lives on one shard.
 | ``runwait:<id>`` | list | run jobs parked by ``max_parallel``; one is released when a run job leaves ``running`` |
 | ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written before its settle (a fenced attempt's copy is never read) |
 | ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
+| ``writecheck`` | list | never written: ``status`` sends ``LPUSHX`` (a no-op on a missing key) to learn whether Redis refuses writes |
 """
 
 from __future__ import annotations
