@@ -83,6 +83,7 @@ def format_status(st: dict) -> str:
         f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}"
         f"{', ' + _memory(st['redis_memory']) if st.get('redis_memory') else ''}",
         *_active_runs(st.get("runs"), st.get("runs_active")),
+        *_consumers(st.get("consumers")),
     ]
     c = st.get("counters") or {}
     if c:
@@ -110,6 +111,7 @@ def format_redis_view(v: dict) -> str:
         f"(estimate: depth − busy), dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}",
         *([f"  redis    {_memory(v['redis_memory'])}"] if v.get("redis_memory") else []),
         *_active_runs(v.get("runs"), v.get("runs_active")),
+        *_consumers(v.get("consumers")),
         *(f"  ! {p}" for p in v.get("problems") or []),
         *(f"  warning: {w}" for w in v.get("warnings") or []),
     ]
@@ -265,3 +267,24 @@ def _active_runs(runs: list[dict] | None, active: int | None = None) -> list[str
     if total > ACTIVE_RUNS_SHOWN:
         lines.append(f"    … and {total - ACTIVE_RUNS_SHOWN} more (tender-pool runs list --state running)")
     return lines
+
+
+GROUPS_HEADER = ["group", "consumers", "lag", "pending", "oldest pending", "parked", "gap"]
+
+
+def format_groups(groups: list[dict]) -> str:
+    """``events groups``."""
+    if not groups:
+        return "no consumer groups (tender-pool events register GROUP)"
+    rows = [[g["group"], str(g["consumers"]), str(g["lag"]), str(g["pending"]),
+             "-" if g["oldest_pending_age_s"] is None else f"{g['oldest_pending_age_s']:.1f}s", str(g["parked"]),
+             "GAP: resync" if g["gap"] else "-"] for g in groups]
+    return "\n".join(_table(GROUPS_HEADER, rows))
+
+
+def _consumers(consumers: list[dict] | None) -> list[str]:
+    if not consumers:
+        return []
+    return [f"  events   {c['group']}: lag {c['lag']}, pending {c['pending']}"
+            + (f", oldest {c['oldest_pending_age_s']:.0f}s" if c.get("oldest_pending_age_s") else "")
+            + (", GAP (resync)" if c.get("gap") else "") for c in consumers]

@@ -29,7 +29,7 @@ from .control import Request
 from .keys import Keys
 from .procstat import ProcSampler
 from .status_probe import REFUSAL_MEMO_S, QueueProbe, QueueStats, redis_message
-from .status_protocol import HostSlots, SlotRow, StatusReply, StatusView
+from .status_protocol import HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
 from .types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
 
 DEADLINE_MARGIN_S = 5.0  # past timeout + kill_grace + this, a running job is "past its deadline"
@@ -257,12 +257,14 @@ class StatusBuilder:
             slots=rows,
             runs=list(self.probe.runs) if stats else None,
             runs_active=self.probe.runs_active if stats else None,
+            consumers=list(self.probe.consumers) if stats else None,
             host_id=self.cfg.pool.host_id,
             pid=os.getpid(),
             uptime_s=round(now - self.started, 1),
             draining=draining,
             redis_memory=self.probe.memory if stats else None,
-            problems=redis_problems + self.problems(slots, rows, redis_ok, draining),
+            problems=redis_problems + self.problems(slots, rows, redis_ok, draining) + consumer_problems(
+                self.probe.consumers if stats else None),
             warnings=warnings,
         )
 

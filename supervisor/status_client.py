@@ -23,6 +23,7 @@ from .keys import Owner
 from .status_probe import QueueProbe, QueueStats, redis_message, redis_warnings
 from .status_protocol import (
     REPLY_CAP,
+    ConsumerRow,
     HostSlots,
     ProtocolError,
     RedisMemory,
@@ -33,6 +34,7 @@ from .status_protocol import (
     StatusView,
     read_frame,
     write_frame,
+    consumer_problems,
 )
 from .types import STATUS_PROTOCOL, BusyState
 
@@ -120,6 +122,7 @@ class RedisView(msgspec.Struct):
     error: str | None = None
     runs: list[RunRow] | None = None  # the newest active runs, at most 20 (``status``'s ``runs``)
     runs_active: int | None = None
+    consumers: list[ConsumerRow] | None = None
     hosts_total: int | None = None  # hosts that heartbeat lately; ``hosts`` shows the newest MAX_HOSTS
     redis_memory: RedisMemory | None = None
     problems: list[str] = []  # Redis refusing writes (its message)
@@ -165,8 +168,8 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
     if hosts_total > MAX_HOSTS:
         warnings = [*warnings, f"{hosts_total} hosts heartbeat lately: the {MAX_HOSTS} newest are shown"]
     return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings,
-                     runs=list(probe.runs), runs_active=probe.runs_active, hosts_total=hosts_total,
-                     redis_memory=probe.memory, problems=problems)
+                     runs=list(probe.runs), runs_active=probe.runs_active, consumers=list(probe.consumers),
+                     hosts_total=hosts_total, redis_memory=probe.memory, problems=problems)
 
 
 def as_status(view: RedisView) -> StatusView:
@@ -194,8 +197,10 @@ def as_status(view: RedisView) -> StatusView:
         configured=len(rows), online=len(rows) - offline, busy=n_busy, idle=states.count("idle"), offline=offline,
         queue_depth=q.depth, waiting=max(0, q.depth - n_busy), queued=q.queued, running=q.processing,
         delayed=q.delayed, deferred=q.deferred, dead_letter=q.dead_letter, failed=q.failed, redis_ok=True,
-        slots=rows, runs=view.runs, runs_active=view.runs_active, redis_memory=view.redis_memory,
-        problems=view.problems + [f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
+        slots=rows, runs=view.runs, runs_active=view.runs_active, consumers=view.consumers,
+        redis_memory=view.redis_memory,
+        problems=view.problems + [f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")]
+        + consumer_problems(view.consumers),
         warnings=view.warnings,
     )
 

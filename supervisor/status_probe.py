@@ -22,13 +22,14 @@ import redis
 from tender_pool.slots import scripts
 from tender_pool.slots.connection import connect
 
+from tender_pool.client import consumer
 from tender_pool.client.follow import trimmed_past
 from tender_pool.client.history import HistoryKeys
 from tender_pool.client.models import Counts
 
 from .config import Config
 from .keys import Keys
-from .status_protocol import RedisMemory, RunRow
+from .status_protocol import ConsumerRow, RedisMemory, RunRow
 
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
@@ -286,6 +287,7 @@ class QueueProbe:
         self.run_tracker = RunTracker(client, keys)
         self.runs: list[RunRow] = []  # the newest active runs as of the last successful read (at most 20)
         self.runs_active = 0  # every active run, as of the same read
+        self.consumers: list[ConsumerRow] = []  # the event stream's consumer groups, same read
         self.memory: RedisMemory | None = None  # as of the last read
         self.refused: tuple[float, str] | None = None  # (monotonic time, Redis's message) of the last refusal
 
@@ -302,6 +304,8 @@ class QueueProbe:
                 stats = self._read()
                 self.runs = list(self.run_tracker.read())
                 self.runs_active = self.run_tracker.count
+                self.consumers = [ConsumerRow(g.group, g.lag, g.pending, g.oldest_pending_age_s, g.gap)
+                                  for g in consumer.groups(self.r, self.k)]
                 self._check_writes()
             except redis.RedisError as e:
                 self._failure = (time.monotonic(), e)

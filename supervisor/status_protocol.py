@@ -129,6 +129,23 @@ class RedisMemory(msgspec.Struct):
     policy: str
 
 
+class ConsumerRow(msgspec.Struct):
+    """A consumer group of the queue-wide event stream (``status``'s ``consumers``): entries not yet
+    delivered, delivered and not acknowledged, the oldest of those's age, and whether it lost entries
+    to ``[events] max_backlog`` (a problem until its consumer has resynced)."""
+
+    group: str
+    lag: int
+    pending: int
+    oldest_pending_age_s: float | None
+    gap: bool
+
+
+def consumer_problems(rows: list[ConsumerRow] | None) -> list[str]:
+    return [f"consumer group {c.group} lost events past [events] max_backlog (gap): its consumer must resync"
+            for c in rows or [] if c.gap]
+
+
 class StatusView(msgspec.Struct, kw_only=True):
     """``status --json``. ``queue_depth`` is every unfinished job (queued, waiting and running: the old
     pool's meaning), ``waiting`` = depth − busy (an estimate, as it always was); the precise figures
@@ -159,6 +176,7 @@ class StatusView(msgspec.Struct, kw_only=True):
     slots: list[SlotRow] = []
     runs: list[RunRow] | None = None  # the newest active runs (at most 20), newest first; null when Redis is down
     runs_active: int | None = None  # every active run (``runs`` lists the newest of them)
+    consumers: list[ConsumerRow] | None = None  # consumer groups of the event stream; null when Redis is down
     redis_memory: RedisMemory | None = None  # null when Redis does not answer
     host_id: str | None = None
     pid: int | None = None
