@@ -40,6 +40,7 @@ stated plainly: the whole pool lives on one shard.
 | ``runwait:<id>`` | list | run jobs parked by ``max_parallel`` (``!<id>``: interactive); one is released when a run job leaves ``running`` |
 | ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written before its settle (a fenced attempt's copy is never read) |
 | ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
+| ``writecheck`` | list | never written: ``status`` sends ``LPUSHX`` (a no-op on a missing key) to learn whether Redis refuses writes |
 """
 
 from __future__ import annotations
@@ -109,6 +110,12 @@ class Keys:
 
     def host_slots(self, host_id: str) -> str:
         return f"{self.base}:slots:{host_id}"
+
+    @property
+    def write_check(self) -> str:
+        """Never written: status sends ``LPUSHX`` here (a no-op on a missing key) to learn whether
+        Redis refuses writes right now (out of memory, MISCONF, a replica), and Redis's words."""
+        return f"{self.base}:writecheck"
 
     @property
     def depwaits(self) -> str:
