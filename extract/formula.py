@@ -108,6 +108,20 @@ class Evaluator:
         self.memo[key] = v
         return v
 
+    def compute(self, sheet: str, col: str, row: str, text: str):
+        """``value`` of a cell the caller knows to hold formula ``text`` (no second look-up of the cell)."""
+        key = (sheet, col, row)
+        v = self.memo.get(key, _MISS)
+        if v is not _MISS:
+            return v
+        self._active.add(key)
+        try:
+            v = self.evaluate(text, sheet, row)
+        finally:
+            self._active.discard(key)
+        self.memo[key] = v
+        return v
+
     def evaluate(self, text: str, sheet: str, row: str):
         """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
         if "#" in text:

@@ -9,9 +9,10 @@ openpyxl's ``data_only`` reader, so both paths give the same blocks (tests/extra
 compares them on the corpus).
 
 Why ``data_only``: we want what Excel last displayed, not formulas. Files written by generators
-(openpyxl itself, many web exports) store formulas *without* cached results; such a workbook goes to
-the openpyxl path (``read_xlsx_openpyxl``), whose small evaluator computes what it can, and shows the
-formula text (``=SUM(D3:D9)``) for the rest, with a warning.
+(openpyxl itself, many web exports) store formulas *without* cached results; both paths compute them with
+``formula.Evaluator`` (the stream in ``xlsx_formulas``) and show the formula text (``=VLOOKUP(…)``) for
+what it does not evaluate, with a warning. Only a shared formula without a cached value still sends a
+workbook to the openpyxl path, which translates shared formulas cell by cell.
 """
 
 from __future__ import annotations

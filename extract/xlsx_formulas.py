@@ -12,11 +12,12 @@ the SheetCells a cached value would have given: numbers go through the same numb
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 from .blocks import SheetCell
 from .formula import Evaluator, Formula, Unsupported, XlError
 
-__all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_text", "formula_warnings"]
+__all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
 
 
 class Pending:
@@ -32,11 +33,13 @@ class SheetValues:
     """One sheet's cell values for the evaluator. ``raw`` builds {reference: (type, value text, formula text)} on
     first use (bytes keys and fields from the regex path, str from the element path); ``get`` converts one."""
 
-    def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = ()):
+    def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
+                 decode: Callable[[bytes], str] | None = None):
         self._build = build
         self._cells = None
         self._strings = strings
         self._binary = binary
+        self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
         self._formulas = {p.col + p.row: p.text for p in pending}  # already decoded
 
     def get(self, col: str, row: str):
@@ -56,13 +59,16 @@ class SheetValues:
         if self._binary:
             t = t.decode()
             if v is not None:
-                v = _unescape(v.decode())
-            if f is not None:
-                f = formula_text(f)  # the whole <f …>…</f> element the regex captured
+                v = self._decode(v)
+            if f is not None:  # the whole <f …>…</f> element the regex captured
+                if f.endswith(b"/>"):
+                    if not v and t != "str":
+                        raise Unsupported("a formula without text or value")  # a shared formula's member
+                    f = None
+                else:
+                    f = self._decode(f[f.index(b">") + 1: f.rindex(b"</")])
         if f is not None and not v and t != "str":
             return Formula(f, row)
-        if f is None and self._binary and v is None and t != "str" and entry[2] is not None:
-            raise Unsupported("a formula without text or value")  # a shared formula's member
         if t in ("", "n"):
             return float(v) if v else None
         if t == "s":
@@ -76,27 +82,12 @@ class SheetValues:
         return v  # "d" (ISO dates) and unknown types: their text
 
 
-def _unescape(s: str) -> str:
-    if "&" not in s:
-        return s
-    from .xlsx_stream import _ENTITY, _entity
-
-    return _ENTITY.sub(_entity, s)
-
-
-def formula_text(f: bytes) -> str | None:
-    """The text of an ``<f …>text</f>`` element as the regex path captured it, None for a self-closing one."""
-    if f.endswith(b"/>"):
-        return None
-    return _unescape(f[f.index(b">") + 1: f.rindex(b"</")].decode())
-
-
-def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styles, epoch) -> tuple[
+def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styles, epoch, cells_of) -> tuple[
         dict[str, list[SheetCell]], int, int]:
     """Computes every pending cell: ({sheet title: its new cells}, computed, shown as formula text). Pending cells
-    are evaluated sheet by sheet in row order, so a running total reads the row above it already computed."""
-    from .xlsx_stream import _cells_of
-
+    are evaluated sheet by sheet in row order, so a running total reads the row above it already computed.
+    ``cells_of`` is the stream's number formatter (``xlsx_stream._cells_of``), so a computed number is shown as
+    the same number cached would be."""
     by_title = {title: values for title, values, _ in sheets}
     folded = {title.casefold(): values for title, values, _ in sheets}
 
@@ -118,7 +109,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
         for p in sorted(pending, key=lambda p: int(p.row)):
             r0, c0 = int(p.row) - 1, _col0(p.col)
             try:
-                v = ev.value(title, p.col, p.row)
+                v = ev.compute(title, p.col, p.row, p.text)
             except Unsupported:
                 cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
                 shown += 1
@@ -138,7 +129,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             rowmap = {r: int(r) - 1 for _, r, _, _, _ in numbers}
             colmap = {c: _col0(c.decode()) for c in {n[0] for n in numbers}}
             ids = {s: int(s) for _, _, s, _, _ in numbers}
-            cells += _cells_of(numbers, [], rowmap, colmap, ids, [], styles, epoch)
+            cells += cells_of(numbers, [], rowmap, colmap, ids, [], styles, epoch)
         out[title] = cells
     return out, computed, shown
 

@@ -10,8 +10,10 @@ elements around the cells (page setup, margins, sheet format, header/footer, pri
 decoded by openpyxl's own classes and handed to ``xlsx_setup.page_setup`` through ``_SheetView``, so the page
 estimate sees exactly what the openpyxl path gives it.
 
-``NeedsOpenpyxl`` is raised for a workbook this path does not model (a formula cell without a cached
-value); the caller then takes the openpyxl path. Hazards: the zip is untrusted — ``ooxml.Package`` caps
+Formula cells without a cached value (generators such as openpyxl store none) are collected while the sheets
+are read and computed once every sheet's values are in (``xlsx_formulas``, ``formula``), so such a workbook
+stays on this path. ``NeedsOpenpyxl`` is raised for what this path does not model (a shared formula without a
+cached value); the caller then takes the openpyxl path. Hazards: the zip is untrusted — ``ooxml.Package`` caps
 every part's inflated size (declared, and while it is read or streamed); the big parts (sheets, shared
 strings) go through ElementTree's expat, which never loads a DTD or an external entity and, from expat
 2.4 on, stops entity-amplification bombs.
@@ -28,7 +30,7 @@ import xml.etree.ElementTree as ET
 from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
 from .numfmt import format_all, format_value, formatter, general
 from .ooxml import Package
-from .xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_text, formula_warnings
+from .xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_warnings
 from .xlsx_setup import hf_text, page_setup
 
 NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
@@ -42,7 +44,7 @@ WHOLE_PART = 32 << 20  # uncompressed bytes up to which a part is parsed in one 
 
 
 class NeedsOpenpyxl(Exception):
-    """The workbook needs the openpyxl path (formulas without cached values)."""
+    """The workbook needs the openpyxl path (shared formulas without cached values)."""
 
 
 def _text_of(si) -> str:
@@ -92,6 +94,12 @@ def unescape_all(items: list[bytes]) -> list[str]:
         return [t.text or "" for t in ET.fromstring(b"<x><t>" + b"</t><t>".join(items) + b"</t></x>")]
     except ET.ParseError:  # an entity XML does not define: one at a time, the known ones decoded
         return [_ENTITY.sub(_entity, x.decode()) for x in items]
+
+
+def unescape(b: bytes) -> str:
+    """One text between tags, its references decoded."""
+    s = b.decode()
+    return _ENTITY.sub(_entity, s) if "&" in s else s
 
 
 def _entity(m: re.Match) -> str:
@@ -325,7 +333,7 @@ def read_stream(path: str) -> list[Block]:
             read.append((title, state, part, view, cells, merges, values, pending))
         warnings: list[str] = []
         if any(x[7] for x in read):  # formulas without cached values: computed once every sheet's values are in
-            more, computed, shown = evaluate_workbook([(x[0], x[6], x[7]) for x in read], styles, epoch)
+            more, computed, shown = evaluate_workbook([(x[0], x[6], x[7]) for x in read], styles, epoch, _cells_of)
             for x in read:
                 x[4].extend(more.get(x[0], ()))
             warnings += formula_warnings(computed, shown)
@@ -440,7 +448,7 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         rest: list = []
         sst = common
         values = SheetValues(lambda: {c + r: (b"s" if si else b"n", si or num or None, None)
-                                      for c, r, _, si, num in sst if si or num}, strings, True)
+                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape)
     else:  # other types, formulas, inline strings, values in other spellings: the general shape, same kinds
         found = _CELL.findall(body)
         if len(found) != total:
@@ -452,7 +460,7 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         rest = [(c, r, s, t, v or inl) for c, r, s, t, _, v, inl in found
                 if (v or inl) and t and t != b"s" and t != b"n"]
         values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found},
-                             strings, True, pending)
+                             strings, True, pending, unescape)
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}

@@ -134,3 +134,41 @@ def test_circular_references_are_unsupported():
     ev = _book({"S!A1": "=B1+1", "S!B1": "=A1+1"})
     with pytest.raises(Unsupported):
         ev.value("S", "A", "1")
+
+
+def test_element_path_computes_the_same(formula_bill, monkeypatch):
+    """Sheets the regex shortcut does not model (prefixed names, rich inline strings …) are read element by element:
+    their formula cells without values are computed the same way."""
+    from tender_pool.extract import xlsx_stream
+
+    raw, _ = formula_bill
+    fast = read_stream(str(raw))
+    monkeypatch.setattr(xlsx_stream, "_fast_cells", lambda *a, **k: None)
+    _same(fast, read_stream(str(raw)))
+
+
+def test_shared_formula_without_values_goes_to_openpyxl(tmp_path):
+    """A shared formula's other cells hold no text (``<f t="shared" si="0"/>``): openpyxl's path translates them."""
+    import zipfile
+
+    import openpyxl
+
+    src = tmp_path / "src.xlsx"
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    for r in range(1, 4):
+        ws.append([r, 2.5, f"=A{r}*B{r}"])
+    wb.save(src)
+    out = tmp_path / "shared.xlsx"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                data = data.replace(b"<f>A1*B1</f>", b'<f t="shared" ref="C1:C3" si="0">A1*B1</f>')
+                data = data.replace(b"<f>A2*B2</f>", b'<f t="shared" si="0"/>').replace(b"<f>A3*B3</f>",
+                                                                                       b'<f t="shared" si="0"/>')
+            zout.writestr(item, data)
+    x = extract(str(out))
+    assert x.engine == "openpyxl"
+    cells = _cells([b for b in read_xlsx_openpyxl(str(out))])
+    assert [cells[("Sheet", r, 2)][0] for r in range(3)] == ["2.5", "5", "7.5"]
