@@ -580,6 +580,10 @@ class _Parser:
         a = _SPLIT.fullmatch(m.group("a"))
         col, row = a.group(1).upper(), a.group(2)
         if m.group("b") is None:
+            if row == "#":  # the cell's own row: most references of a bill's row formulas
+                if sheet is None:
+                    return lambda ev, s, r: ev.value(s, col, r)
+                return lambda ev, s, r: ev.value(sheet, col, r)
             if "#" in row:
                 if sheet is None:
                     return lambda ev, s, r: ev.value(s, col, row.replace("#", r))
@@ -638,6 +642,10 @@ class _Parser:
                 return alt(ev, s, r) if type(v) is XlError else v
 
             return iferror
+        if name in ("ROUND", "ROUNDUP", "ROUNDDOWN") and len(args) == 2:  # the commonest calls, without _call
+            a0, a1 = args
+            mode = {"ROUND": "half-up", "ROUNDUP": "up", "ROUNDDOWN": "down"}[name]
+            return lambda ev, s, r: _round(_num(a0(ev, s, r)), _num(a1(ev, s, r)), mode)
         if len(args) == 1:
             a0 = args[0]
             return lambda ev, s, r: _call(name, [a0(ev, s, r)])
