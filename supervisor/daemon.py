@@ -45,7 +45,7 @@ from tender_pool.slots.connection import connect
 from tender_pool.slots.queue import Queue
 
 from . import control, lifecycle, logs
-from .config import Config, ConfigError
+from .config import Config, ConfigError, check_functions
 from .embedded import EmbeddedError, EmbeddedRedis
 from .forking import ProcessOps
 from .keys import Keys, Owner
@@ -134,6 +134,11 @@ class Supervisor:
 
     def _run(self) -> int:
         setproctitle.setproctitle("tender-pool: supervisor")
+        try:  # before anything starts: a function handler that does not import refuses the config
+            check_functions(self.cfg)
+        except ConfigError as e:
+            print(f"config: {e}", flush=True, file=sys.stderr)
+            return 2
         runner.set_subreaper()
         signal.set_wakeup_fd(self.wake_fd, warn_on_full_buffer=False)
         if self.notify.sock is not None:

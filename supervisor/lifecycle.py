@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import control
-from .config import Config, ConfigError, load
+from .config import Config, ConfigError, check_functions, load
 from .slot_table import SlotTable
 from .types import STATUS_PROTOCOL, SlotState
 
@@ -25,10 +25,13 @@ class Reloaded:
 def reload(cfg: Config, table: SlotTable, log, now: float) -> Reloaded:
     """SIGHUP: re-read the config the way the daemon found it at start. Invalid: keep running on
     the old one and say why. Valid: adopt it in place (``cfg`` is shared with the status builder),
-    resize if the file's ``worker_count`` changed, and recycle the slots if their settings did."""
+    resize if the file's ``worker_count`` changed, and recycle the slots if their settings did or
+    any function handler is configured (its module is imported again by the new slots). A function
+    that no longer imports (``config.check_functions``) rejects the reload like an invalid value."""
     source = None if cfg.source == "(defaults)" else cfg.source
     try:
         new = load(source)
+        check_functions(new)  # a child process imports them (blocks this loop for that long)
     except ConfigError as e:
         log.error("reload_rejected", error=f"config: {e}", config=cfg.source)
         return Reloaded(False, f"reload rejected, still running the previous config: config: {e}")
@@ -39,9 +42,12 @@ def reload(cfg: Config, table: SlotTable, log, now: float) -> Reloaded:
         scale(table, file_workers, "reload", log)
     elif table.target != cfg.pool.worker_count:
         log.info("live_scale_kept", workers=table.target, config_says=cfg.pool.worker_count)
-    recycled = table.recycle(now) if change.slots else []
+    # Function handlers' code may have changed on disk with the config unchanged: a reload is how
+    # an operator asks for the new code, so the slots import it again (recycled after their job).
+    reimport = [n for n, h in cfg.handlers.items() if h.function is not None]
+    recycled = table.recycle(now) if change.slots or reimport else []
     log.info("reloaded", config=cfg.source, applied=change.live, slots_recycled_for=change.slots,
-             recycled=recycled, restart_needed=change.restart)
+             reimported=reimport, recycled=recycled, restart_needed=change.restart)
     return Reloaded(True, f"restart needed for: {', '.join(change.restart)}" if change.restart else "")
 
 
