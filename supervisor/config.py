@@ -68,7 +68,7 @@ class HandlerConfig(msgspec.Struct, forbid_unknown_fields=True):
     attempt; ``path`` is prepended to ``sys.path`` first, ``after_fork`` is called in each
     attempt's child before the function). Exactly one of ``command`` and ``function``."""
 
-    timeout: float
+    timeout: float | None = None  # required: checked in _check_handler, so the message names the handler
     command: list[str] | None = None
     function: str | None = None
     per_user: int = 1  # jobs of one user of this kind running at once; 0 = no limit
@@ -263,6 +263,8 @@ def _check_handler(name: str, h: HandlerConfig) -> None:
     """The shape of one ``[handlers.NAME]``: exactly one of ``command`` / ``function``, and the
     function's keys well formed (whether they import is ``check_functions``'s question)."""
     key = f"handlers.{name}"
+    if h.timeout is None:
+        raise ConfigError(f"{key}.timeout", None, "required: a positive number of seconds")
     if h.command is None and h.function is None:
         raise ConfigError(key, name, 'one of command (an argv list) or function ("module:qualname")')
     if h.command is not None and h.function is not None:
@@ -450,7 +452,7 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
         if name == "parse_markdown":
             raise ConfigError(f"handlers.{name}", name, "a name other than the built-in parse_markdown")
         _check_handler(name, h)
-        if not 0 < h.timeout < MAX_SECONDS:
+        if not 0 < h.timeout < MAX_SECONDS:  # type: ignore[operator]
             raise ConfigError(f"handlers.{name}.timeout", h.timeout, "a positive number of seconds (under ten years)")
         if h.per_user < 0:
             raise ConfigError(f"handlers.{name}.per_user", h.per_user, "an integer >= 0 (0 = no limit)")

@@ -43,7 +43,8 @@ def echo(ctx):
     if "value" in ctx.payload:
         return ctx.payload["value"]
     return {"id": ctx.id, "kind": ctx.kind, "user": ctx.user, "payload": ctx.payload, "attempt": ctx.attempt,
-            "run_id": ctx.run_id, "key": ctx.key, "pid": os.getpid(), "after_fork": AFTER_FORK}
+            "run_id": ctx.run_id, "key": ctx.key, "pid": os.getpid(), "after_fork": AFTER_FORK,
+            "env_attempt": os.environ.get("TENDER_POOL_ATTEMPT")}
 
 
 async def aecho(ctx):
@@ -92,18 +93,23 @@ def hang(ctx):
 def escape(ctx):
     """Leaves a setsid'd sleeper and a double-forked one behind, then returns (or hangs)."""
     a = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.setsid()
-        if os.fork() == 0:
+        g = os.fork()
+        if g == 0:
             time.sleep(300)
+            os._exit(0)
+        os.write(w, str(g).encode())
         os._exit(0)
     os.waitpid(pid, 0)
-    _mark(ctx, escaped=a.pid)
+    forked = int(os.read(r, 64))
+    _mark(ctx, escaped=a.pid, forked=forked)
     if ctx.payload.get("hang"):
         while True:
             time.sleep(0.05)
-    return {"escaped": a.pid}
+    return {"escaped": a.pid, "forked": forked}
 
 
 def crash_slot(ctx):

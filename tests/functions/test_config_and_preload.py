@@ -1,0 +1,94 @@
+"""Function handlers' config: refusals at load (the import tried in a child process), the import
+once per slot (not per job), a slot that cannot import (boot error, exit 3), and reloads: one whose
+import fails keeps the old config; a good one re-imports by recycling the slots."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import JOBS, TENDER_POOL, wait_until
+
+from .fnhelp import fn_handlers
+
+REFUSALS = [
+    ('timeout = 5', "handlers.x: x: one of command (an argv list) or function (\"module:qualname\")"),
+    ('function = "fnjobs:echo"\ncommand = ["/bin/true"]\ntimeout = 5', "handlers.x: x: command or function, not both"),
+    ('function = "fnjobs.echo"\ntimeout = 5', 'handlers.x.function: fnjobs.echo: "module:qualname" (dotted Python names)'),
+    ('function = "no_such_module_here:f"\ntimeout = 5',
+     "handlers.x.function: no_such_module_here:f: cannot import no_such_module_here: "
+     "ModuleNotFoundError: No module named 'no_such_module_here'"),
+    ('function = "fnbroken:f"\ntimeout = 5',
+     "handlers.x.function: fnbroken:f: cannot import fnbroken: RuntimeError: DATABASE_URL is not set"),
+    ('function = "fnjobs:nope"\ntimeout = 5', "handlers.x.function: fnjobs:nope: module fnjobs has no attribute nope"),
+    ('function = "fnjobs:NOT_CALLABLE"\ntimeout = 5', "handlers.x.function: fnjobs:NOT_CALLABLE: fnjobs:NOT_CALLABLE is not callable (a int)"),
+    ('function = "fnjobs:echo"\nafter_fork = "fnjobs:nope"\ntimeout = 5',
+     "handlers.x.after_fork: fnjobs:nope: module fnjobs has no attribute nope"),
+    ('function = "fnjobs:echo"', "handlers.x.timeout: None: required: a positive number of seconds"),
+]
+
+
+@pytest.mark.parametrize("body,message", REFUSALS, ids=[f"r{i}" for i in range(len(REFUSALS))])
+def test_config_refusals(h, body, message):
+    cfg = h.config(handlers=f'[handlers.x]\npath = ["{JOBS}"]\n{body}\n')
+    p = subprocess.run([TENDER_POOL, "run", "-c", str(cfg)], env=h.env(), capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert lines == [f"config: {message}"], p.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_slow_import_happens_once_per_slot_not_per_job(h, monkeypatch):
+    log = h.tmp / "imports.log"
+    monkeypatch.setenv("FN_IMPORT_LOG", str(log))
+    d = h.daemon(workers=2, handlers=fn_handlers(work=f'function = "fnslow:work"\ntimeout = 10\nper_user = 0\n'
+                                                        f'path = ["{JOBS}"]'))
+    slots = d.wait_slots(2)
+    jobs = [h.submit(kind="work", user=f"u{i % 4}") for i in range(16)]
+    ran_in = {h.wait_state(j, timeout=30).result["value"]["ppid"] for j in jobs}
+    lines = log.read_text().splitlines()
+    by_pid = [int(x.split()[0]) for x in lines]
+    # one import in the config check's child, then one per slot: 3, for 16 jobs
+    assert len(lines) == 3, lines
+    assert sorted(by_pid[1:]) == sorted(slots) and ran_in <= set(slots)
+    assert by_pid[0] not in slots
+    assert all(e["seconds"] >= 0.5 for e in d.log_events("function_imported"))
+
+
+@pytest.mark.timeout(60)
+def test_no_slot_can_import_exits_3(h):
+    d = h.daemon(workers=2, handlers=fn_handlers(work=f'function = "fnslotfail:work"\ntimeout = 10\npath = ["{JOBS}"]'))
+    assert d.proc.wait(30) == 3
+    failed = d.log_events("function_import_failed", kind="work")
+    assert len(failed) == 2 and "only the slots lack" in failed[0]["error"]
+    assert d.log_events("no_slot_can_boot")
+
+
+@pytest.mark.timeout(120)
+def test_reloads(h, tmp_path):
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "vermod.py").write_text("VERSION = 1\n\ndef work(ctx):\n    return VERSION\n")
+    body = f'function = "vermod:work"\ntimeout = 10\npath = ["{mods}"]'
+    d = h.daemon(workers=1, handlers=fn_handlers(work=body))
+    assert h.wait_state(h.submit(kind="work")).result == {"value": 1}
+    # Given a config whose function no longer resolves, When reloaded, Then it is rejected and the
+    # old config (and import) keeps running
+    cfg = h.tmp / "a.toml"
+    good = cfg.read_text()
+    cfg.write_text(good.replace('"vermod:work"', '"vermod:gone"'))
+    os.kill(d.pid, signal.SIGHUP)
+    wait_until(lambda: d.log_events("reload_rejected"), 30, what="reload rejected")
+    err = d.log_events("reload_rejected")[0]["error"]
+    assert err == "config: handlers.work.function: vermod:gone: module vermod has no attribute gone"
+    assert h.wait_state(h.submit(kind="work")).result == {"value": 1}
+    # Given new code on disk and the config unchanged, When reloaded, Then the slots re-import it
+    cfg.write_text(good)
+    (mods / "vermod.py").write_text("VERSION = 22\n\ndef work(ctx):\n    return VERSION\n")
+    os.kill(d.pid, signal.SIGHUP)
+    wait_until(lambda: d.log_events("reloaded"), 30, what="reloaded")
+    wait_until(lambda: len(d.log_events("function_imported")) == 2, 30, what="re-imported")
+    assert h.wait_state(h.submit(kind="work")).result == {"value": 22}
