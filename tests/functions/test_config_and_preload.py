@@ -4,6 +4,7 @@ import fails keeps the old config; a good one re-imports by recycling the slots.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -56,6 +57,16 @@ def test_a_slow_import_happens_once_per_slot_not_per_job(h, monkeypatch):
     assert sorted(by_pid[1:]) == sorted(slots) and ran_in <= set(slots)
     assert by_pid[0] not in slots
     assert all(e["seconds"] >= 0.5 for e in d.log_events("function_imported"))
+    # `handlers` says what each kind runs and that every slot imported the function
+    p = h.cli("handlers", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {r["kind"]: r for r in json.loads(p.stdout)}
+    assert rows["work"]["type"] == "function" and rows["work"]["runs"] == "fnslow:work"
+    assert rows["work"]["timeout"] == 10 and rows["work"]["per_user"] == 0 and rows["work"]["imported"] is True
+    assert sorted(rows["work"]["imports"]) == [f"ha-{h.prefix}-slot1", f"ha-{h.prefix}-slot2"]
+    assert rows["parse_markdown"]["type"] == "builtin" and rows["parse_markdown"]["imported"] is None
+    text = h.cli("handlers").stdout
+    assert "fnslow:work" in text and "yes (2/2 slots)" in text
 
 
 @pytest.mark.timeout(60)
@@ -65,6 +76,25 @@ def test_no_slot_can_import_exits_3(h):
     failed = d.log_events("function_import_failed", kind="work")
     assert len(failed) == 2 and "only the slots lack" in failed[0]["error"]
     assert d.log_events("no_slot_can_boot")
+
+
+@pytest.mark.timeout(60)
+def test_a_slot_that_cannot_import_is_a_boot_error_shown_by_handlers_and_status(h, tmp_path, monkeypatch):
+    monkeypatch.setenv("FN_SLOTFAIL_DIR", str(tmp_path))
+    d = h.daemon(workers=2, handlers=fn_handlers(work=f'function = "fnslotfail:work"\ntimeout = 10\npath = ["{JOBS}"]')
+                 + f'\n[handlers.plain]\ncommand = ["/bin/true"]\ntimeout = 5\n')
+    wait_until(lambda: d.log_events("slot_boot_failed_not_respawned"), 30, what="a boot error")
+    p = h.cli("handlers", "--json")
+    assert p.returncode == 1, p.stderr
+    rows = {r["kind"]: r for r in json.loads(p.stdout)}
+    assert rows["work"]["imported"] is False and rows["plain"] == dict(rows["plain"], type="command", runs="/bin/true")
+    errors = [v for v in rows["work"]["imports"].values() if v]
+    assert list(rows["work"]["imports"].values()).count("") == 1
+    assert errors == ["cannot import fnslotfail: ImportError: only the slots lack the platform's native library"]
+    st = json.loads(h.cli("status", "--json").stdout)
+    assert [s["state"] for s in st["slots"]].count("crash-looping") == 1
+    assert any("cannot boot: handlers.work: cannot import fnslotfail" in x for x in st["problems"]), st["problems"]
+    assert d.proc.poll() is None  # one slot runs: the daemon stays up
 
 
 @pytest.mark.timeout(120)
