@@ -78,16 +78,21 @@ per_user = 0
     return path
 
 
-def cpu_of(root: int) -> float:
-    """CPU seconds of the daemon's live tree, including the job processes each has reaped."""
-    total = 0.0
+def cpu_of(root: int) -> dict:
+    """CPU seconds of the daemon's live tree: the supervisor, the slots themselves, and the job
+    processes the slots have reaped (a fork + its child, or a spawned command)."""
+    out = {"supervisor": 0.0, "slots": 0.0, "jobs": 0.0}
     for p in tree([root]):
         try:
             t = p.cpu_times()
-            total += t.user + t.system + t.children_user + t.children_system
         except psutil.Error:
-            pass
-    return total
+            continue
+        if p.pid == root:
+            out["supervisor"] += t.user + t.system
+        else:
+            out["slots"] += t.user + t.system
+            out["jobs"] += t.children_user + t.children_system
+    return out
 
 
 def redis_cpu(pid: int) -> float:
@@ -108,7 +113,8 @@ def batch(q: Queue, kind: str, n: int, daemon: int, redis_pid: int) -> dict:
     rows = pipe.execute()
     span = (max(int(r[1]) for r in rows) - min(int(r[0]) for r in rows)) / 1000
     bad = sum(1 for r in rows if r[2] != b"completed")
-    return {"n": n, "rate": n / span, "span": span, "bad": bad, "cpu_ms": (c1 - c0) / n * 1000,
+    part = {k: (c1[k] - c0[k]) / n * 1000 for k in c0}
+    return {"n": n, "rate": n / span, "span": span, "bad": bad, "cpu_ms": sum(part.values()), "part": part,
             "redis_ms": (r1 - r0) / n * 1000}
 
 
@@ -116,13 +122,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--heavy-jobs", type=int, default=40)
+    ap.add_argument("--log", help="write the daemon's log here (job_ran lines carry each attempt's seconds)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tp-fnbench-"))
     rp, sock = start_redis(tmp)
     d = None
     try:
-        d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock))], stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+        log = open(args.log, "w") if args.log else subprocess.DEVNULL
+        d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock))], stderr=log, start_new_session=True)
         q = Queue(connect(f"unix://{sock}"), Keys("fb", "tender_parse"))
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
@@ -145,11 +152,13 @@ def main() -> None:
         rp.terminate()
         rp.wait(10)
     print(f"function vs command handlers, 4 slots, load {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
-    print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>8} {'CPU ms/job (pool)':>18} {'Redis ms/job':>13}")
+    print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>7} {'CPU ms/job':>11} {'= slot':>7} {'+ job':>7} {'+ sup':>6}"
+          f" {'Redis':>6}")
     for kind, rs in results.items():
         for r in rs:
-            print(f"{kind:<10} {r['n']:>5} {r['rate']:>8.0f} {r['cpu_ms']:>18.2f} {r['redis_ms']:>13.3f}"
-                  + (f"  ({r['bad']} not completed)" if r["bad"] else ""))
+            p = r["part"]
+            print(f"{kind:<10} {r['n']:>5} {r['rate']:>7.0f} {r['cpu_ms']:>11.2f} {p['slots']:>7.2f} {p['jobs']:>7.2f}"
+                  f" {p['supervisor']:>6.2f} {r['redis_ms']:>6.2f}" + (f"  ({r['bad']} not completed)" if r["bad"] else ""))
     fh, ch = results["fn_heavy"][0], results["cmd_heavy"][0]
     print(f"heavy import: command / function CPU per job = {ch['cpu_ms'] / fh['cpu_ms']:.1f} x")
     print(f"PSS supervisor + 4 slots: right after boot (heavy.py imported in each slot) {boot:.1f} MiB; "
