@@ -15,7 +15,7 @@ import socket
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import msgspec
 
@@ -285,12 +285,20 @@ def _check_handler(name: str, h: HandlerConfig) -> None:
             raise ConfigError(f"{key}.path[{i}]", p, "an absolute directory")
 
 
-def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: float = FUNCTION_CHECK_TIMEOUT) -> None:
+def has_functions(cfg: Config) -> bool:
+    return any(h.function is not None for h in cfg.handlers.values())
+
+
+def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: float = FUNCTION_CHECK_TIMEOUT,
+                    on_start: Callable[[int], None] | None = None) -> None:
     """Import every function handler's ``function`` (and ``after_fork``) in a short-lived child
     process, as a slot will: a module that fails to import, lacks the attribute or names something
     not callable refuses the config (ConfigError: ``handlers.NAME.function: <spec>: <why>``), and
     the supervisor itself never imports the platform's code. Not part of ``load``: a producer's
-    ``Client.from_config()`` must not import the workers' code; ``run`` and a reload call it."""
+    ``Client.from_config()`` must not import the workers' code; ``run`` and a reload call it.
+    ``on_start`` gets the child's pid (the supervisor keeps it out of its orphan sweep). The verdict
+    is read from the child's stdout, never from its exit status alone: the supervisor's
+    ``waitpid(-1)`` may reap it first (then the status reads 0)."""
     import subprocess
     import sys
 
@@ -300,18 +308,23 @@ def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: flo
         return
     req = msgspec.json.encode({"sys_path": sys.path if sys_path is None else sys_path, "handlers": todo})
     first = sorted(todo)[0]
+    p = subprocess.Popen([sys.executable, "-m", "tender_pool.slots.function_import"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if on_start is not None:
+        on_start(p.pid)
     try:
-        p = subprocess.run([sys.executable, "-m", "tender_pool.slots.function_import"], input=req,
-                           capture_output=True, timeout=timeout)
+        out, err = p.communicate(req, timeout=timeout)
     except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
         raise ConfigError(f"handlers.{first}.function", todo[first]["function"],
                           f"importing the function handlers took more than {timeout:g} s") from None
     try:
-        answers = msgspec.json.decode(p.stdout, type=dict[str, str | None]) if p.returncode == 0 else None
+        answers = msgspec.json.decode(out, type=dict[str, str | None]) if p.returncode == 0 else None
     except msgspec.DecodeError:
         answers = None
     if answers is None:  # the module killed its importer (os._exit at import, a signal)
-        tail = p.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
         raise ConfigError(f"handlers.{first}.function", todo[first]["function"],
                           f"the import check's process died: {tail[0]}")
     for name in sorted(answers):

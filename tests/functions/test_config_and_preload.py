@@ -122,3 +122,27 @@ def test_reloads(h, tmp_path):
     wait_until(lambda: d.log_events("reloaded"), 30, what="reloaded")
     wait_until(lambda: len(d.log_events("function_imported")) == 2, 30, what="re-imported")
     assert h.wait_state(h.submit(kind="work")).result == {"value": 22}
+
+
+@pytest.mark.timeout(120)
+def test_a_reload_whose_import_is_slow_does_not_stop_the_supervisor(h, tmp_path):
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    # slow to import in the config check's child only (the slots import it at once)
+    (mods / "slowcheck.py").write_text("import sys, time\nif sys.argv[1:2] != ['run']:\n    time.sleep(3)\n"
+                                       "def work(ctx):\n    return 1\n")
+    d = h.daemon(workers=2, handlers=fn_handlers(work=f'function = "slowcheck:work"\ntimeout = 10\npath = ["{mods}"]'))
+    slots = d.wait_slots(2, timeout=30)
+    # When a reload's import check runs for 3 s, and a slot dies meanwhile
+    os.kill(d.pid, signal.SIGHUP)
+    wait_until(lambda: d.log_events("reload_checking_functions"), 10, what="the check started")
+    os.kill(slots[0], signal.SIGKILL)
+    # Then the main loop goes on (the dead slot is replaced before the reload is adopted), and the
+    # check's child is not taken for a dead job's leftover
+    wait_until(lambda: d.log_events("reloaded"), 30, what="reloaded")
+    events = [e["event"] for e in d.log_events() if e.get("event") in ("slot_exited", "slot_spawned", "reloaded")]
+    assert events.index("slot_exited") < events.index("reloaded")
+    respawned = [i for i, e in enumerate(events) if e == "slot_spawned" and i > events.index("slot_exited")]
+    assert respawned and respawned[0] < events.index("reloaded"), events
+    assert not d.log_events("reload_rejected")
+    assert h.wait_state(h.submit(kind="work")).result == {"value": 1}
