@@ -159,10 +159,11 @@ async def _wait(awaitable: Any) -> Any:
 def describe(e: BaseException) -> str:
     """``error.message`` for an exception: its type, its message and where it was raised (the
     last ``FRAMES`` frames, innermost last), at most ``MESSAGE_CAP`` characters."""
-    head = f"{type(e).__qualname__}: {e}" if str(e) else type(e).__qualname__
     frames = traceback.extract_tb(e.__traceback__)[-FRAMES:]
     where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" for f in reversed(frames))
-    text = f"{head} (at {where})" if where else head
-    if len(text) > MESSAGE_CAP:
-        text = text[: MESSAGE_CAP - 1] + "…"
-    return text
+    where = f" (at {where[: MESSAGE_CAP // 2]})" if where else ""
+    head = f"{type(e).__qualname__}: {e}" if str(e) else type(e).__qualname__
+    room = MESSAGE_CAP - len(where)
+    if len(head) > room:  # a huge message is cut, never the frames that say where it came from
+        head = head[: room - 1] + "…"
+    return head + where

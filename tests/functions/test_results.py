@@ -87,3 +87,38 @@ def test_progress_and_chunks_in_order_and_coalesced(h):
     h.wait_state(a)
     assert "".join(e["chunk"] or "" for e in events(h, k.events)
                    if e["job_id"] == a and e["type"] == "job_progress") == "async works"
+
+
+def test_error_message_is_bounded_and_names_the_frames():
+    from tender_pool.slots.functions import MESSAGE_CAP, describe
+
+    def deep(n: int):
+        if n == 0:
+            raise KeyError("k" * 10_000)
+        deep(n - 1)
+
+    try:
+        deep(5)
+    except KeyError as e:
+        msg = describe(e)
+    assert len(msg) == MESSAGE_CAP and msg.startswith("KeyError: 'kkk")
+    assert msg.count(" in deep") == 3 and "k… (at test_results.py:" in msg
+    try:
+        raise RuntimeError
+    except RuntimeError as e:
+        assert describe(e) == f"RuntimeError (at test_results.py:{e.__traceback__.tb_lineno} in " \
+                              "test_error_message_is_bounded_and_names_the_frames)"
+
+
+def test_job_context_outside_a_slot():
+    from tender_pool.client import JobContext
+
+    ctx = JobContext("j", "k", "u", {"a": 1}, "1.t", progress_fd=-1)
+    ctx.progress(0.5, "half")  # no pipe: nothing to report to, no error
+    ctx.chunk("text")
+    for bad in (lambda: ctx.progress("half"), lambda: ctx.progress(True), lambda: ctx.chunk(b"x"),
+                lambda: ctx.progress(0.1, 5)):
+        with pytest.raises(TypeError):
+            bad()
+    with pytest.raises(RuntimeError):
+        ctx.owns()
