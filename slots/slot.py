@@ -31,6 +31,7 @@ Signals (set a flag only; the loop acts):
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -177,6 +178,9 @@ class Slot:
             self.reporter.flush()
         if failed is not None:
             raise failed
+        if imports:  # as the supervisor does before forking slots: the platform's objects become
+            gc.collect()  # permanent, so no collection here or in an attempt's child walks (and
+            gc.freeze()  # so copies) their pages
 
     def _take_lease_ms(self) -> int:
         """What our lease must have left for a take to start a job: enough for one more poll after
