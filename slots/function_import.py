@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from typing import Any, Callable
 
@@ -73,11 +74,13 @@ def problem(function: str, after_fork: str | None, path: list[str]) -> str | Non
 
 def main() -> int:
     """The config check's child: stdin ``{"sys_path": [...], "handlers": {name: {function,
-    after_fork, path}}}``, stdout ``{name: problem or null}``. Our own output goes to the saved
-    stdout; what the platform's module prints at import goes to stderr."""
+    after_fork, path}}}``, stdout ``{name: problem or null}``. Our answer goes to a private copy of
+    the stdout pipe; whatever the platform's module writes at import (``print``, or straight to
+    file descriptor 1) goes to stderr."""
     req = json.load(sys.stdin)
-    out = sys.stdout
-    sys.stdout = sys.stderr
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     sys.path[:] = list(req["sys_path"])
     answers: dict[str, str | None] = {}
     for name, h in req["handlers"].items():

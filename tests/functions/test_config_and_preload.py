@@ -69,6 +69,16 @@ def test_a_slow_import_happens_once_per_slot_not_per_job(h, monkeypatch):
     assert "fnslow:work" in text and "yes (2/2 slots)" in text
 
 
+def test_the_import_check_reads_its_answer_whatever_the_module_prints(h):
+    from tender_pool.supervisor.config import check_functions, load
+
+    cfg = load(str(h.config(handlers=f'[handlers.x]\nfunction = "fnnoisy:work"\ntimeout = 5\npath = ["{JOBS}"]\n')), {})
+    check_functions(cfg)  # no ConfigError: the module's output did not spoil the answer
+    cfg.handlers["x"].function = "fnnoisy:nope"
+    with pytest.raises(Exception, match="module fnnoisy has no attribute nope"):
+        check_functions(cfg)
+
+
 @pytest.mark.timeout(60)
 def test_no_slot_can_import_exits_3(h):
     d = h.daemon(workers=2, handlers=fn_handlers(work=f'function = "fnslotfail:work"\ntimeout = 10\npath = ["{JOBS}"]'))
