@@ -94,3 +94,17 @@ def test_owns_turns_false_once_the_job_is_someone_elses(h):
     h.r.hset(h.queue().k.job(j), "token", "2.elsewhere")
     wait_until(lambda: (h.records / f"{j}.lost").exists(), 10, what="owns() false")
     assert record(h, f"{j}.lost")["owns"] is False
+
+
+@pytest.mark.timeout(90)
+def test_drain_timeout_stops_a_running_function_and_puts_its_job_back(h):
+    d = h.daemon(workers=1, handlers=fn_handlers("hang", timeout=60))
+    j = h.submit(kind="hang", payload={"record": str(h.records)})
+    wait_until(lambda: (h.records / f"{j}.1.start").exists(), 15, what="started")
+    st = record(h, f"{j}.1.start")
+    # When the daemon is stopped and the function outlives drain_timeout (5 s in tests)
+    assert d.stop(timeout=30) == 0
+    # Then its group was killed, grandchild included, and the job is queued again: an interruption
+    wait_until(lambda: gone(st["pid"]) and gone(st["grandchild"]), 5, what="the function's group dead")
+    job = h.job(j)
+    assert job.state.value == "queued" and job.interruptions == 1 and job.tries == 0
