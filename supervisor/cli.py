@@ -527,6 +527,32 @@ def events_groups(as_json: bool, config_path: str | None) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="A JSON array: kind, type, runs, timeout, per_user, imported, imports.")
+@config_option
+def handlers(as_json: bool, config_path: str | None) -> None:
+    """Each job kind: what it runs, its timeout and per_user, and whether every slot imported it
+    (function handlers). Exit 0, 1 when a slot could not import one, 2 daemon unreachable (the
+    config's kinds are printed all the same)."""
+    from . import render
+    from .status_builder import handler_rows
+    from .status_client import StatusUnavailable, request
+
+    cfg = _config(config_path)
+    error, code = None, EXIT_HEALTHY
+    try:
+        reply = request(cfg.status.socket, op="handlers")
+        if not reply.ok or reply.handlers is None:
+            raise StatusUnavailable(cfg.status.socket, reply.error or "no handlers in the reply", listening=True)
+        rows = reply.handlers
+        code = EXIT_DEGRADED if any(r.imported is False for r in rows) else EXIT_HEALTHY
+    except StatusUnavailable as e:
+        rows, error, code = handler_rows(cfg, []), str(e), EXIT_UNREACHABLE
+    d = msgspec.to_builtins(rows)
+    click.echo(msgspec.json.encode(d).decode() if as_json else render.format_handlers(d, error))
+    sys.exit(code)
+
+
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON (CONTRACT.md) instead of Markdown.")
 @click.option("--timeout", type=float, help="Hard timeout in seconds.")

@@ -288,3 +288,26 @@ def _consumers(consumers: list[dict] | None) -> list[str]:
     return [f"  events   {c['group']}: lag {c['lag']}, pending {c['pending']}"
             + (f", oldest {c['oldest_pending_age_s']:.0f}s" if c.get("oldest_pending_age_s") else "")
             + (", GAP (resync)" if c.get("gap") else "") for c in consumers]
+
+
+def format_handlers(rows: list[dict], error: str | None = None) -> str:
+    """``tender-pool handlers``: each kind, what it runs, its limits, whether every slot imported it."""
+    def imported(r: dict) -> str:
+        if r["type"] != "function":
+            return "-"
+        if r.get("imported") is None and not r.get("imports"):
+            return "?"
+        ok = sum(1 for v in r["imports"].values() if v == "")
+        word = {True: "yes", False: "NO", None: "pending"}[r.get("imported")]
+        return f"{word} ({ok}/{len(r['imports'])} slots)"
+
+    cells = [[r["kind"], r["type"], _cut(r["runs"], 60), _secs(r["timeout"]), str(r["per_user"] or "no limit"),
+              imported(r)] for r in rows]
+    out = _table(["KIND", "TYPE", "RUNS", "TIMEOUT", "PER USER", "IMPORTED"], cells)
+    for r in rows:
+        for slot, why in sorted((r.get("imports") or {}).items()):
+            if why:
+                out.append(f"{r['kind']}: {slot} cannot import it: {why}")
+    if error:
+        out.append(f"(imports unknown: {error})")
+    return "\n".join(out)

@@ -399,7 +399,14 @@ class Finished(msgspec.Struct, tag="finished"):
     progress_dropped: int = 0  # fd-3 lines dropped: coalesced away, past the byte cap, or undecodable
 
 
-SlotReport = Beat | Busy | Idle | Finished
+class Preloaded(msgspec.Struct, tag="preloaded"):
+    """Sent once by a slot before its first claim when it has function handlers: per handler name,
+    "" when its function imported, else why not (the slot then exits ``BOOT_ERROR``)."""
+
+    imports: dict[str, str] = {}
+
+
+SlotReport = Beat | Busy | Idle | Finished | Preloaded
 
 
 # --- observability: Redis values and status-socket frames ---------------------------------------
