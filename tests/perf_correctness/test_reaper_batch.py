@@ -104,7 +104,7 @@ def world(h, q) -> str:
     return proc
 
 
-TIME = re.compile(rb"\d{12,14}")  # ms times differ between the two runs; and of a TTL, only whether there is one
+TIME = re.compile(rb"\d{12,14}(-\d+)?")  # ms times and stream ids (event_id) differ between the two runs; of a TTL, only whether there is one
 
 
 def dump(r) -> dict:
