@@ -96,13 +96,15 @@ local function run_view(ctx)
   return v[1] or 'pending', v[2] == '1', tonumber(v[3] or '0') or 0, counts
 end
 
--- One event: {type, run_id, state, counts, job_id, key, job_state} (+ extra fields), field `e`.
--- Readers add `id` (the stream id). Plain jobs: run_id, state and counts are null.
+-- One event: {type, run_id, state, counts, job_id, key, job_state, skipped_from} (+ extra fields),
+-- field `e`. Readers add `id` (the stream id). Plain jobs: run_id, state and counts are null.
+-- `skipped_from` (job events only): ctx.skipped_from, set by the caller that skips a job, else null.
 local function emit(ctx, etype, run_state, counts, job_state, extra)
   local ev = {type = etype, run_id = ctx.run_id ~= '' and ctx.run_id or cjson.null,
     state = run_state or cjson.null, counts = counts or cjson.null,
     job_id = job_state and ctx.id or cjson.null, key = (job_state and ctx.item ~= '') and ctx.item or cjson.null,
     job_state = job_state or cjson.null}
+  if job_state then ev.skipped_from = ctx.skipped_from or cjson.null end
   if extra then for k, v in pairs(extra) do ev[k] = v end end
   local body = cjson.encode(ev)
   if ctx.run_id ~= '' and RUN_STREAM[etype] then
