@@ -29,8 +29,9 @@ stated plainly: the whole pool lives on one shard.
 | ``sem:<kind>:<user>`` | zset | ``per_user`` = N > 1: attempt token → expiry ms, at most N members |
 | ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, FIFO |
 | ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; ``MAXLEN ~ 100000`` |
-| ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state |
-| ``runjobs:<id>`` | list | the run's job ids in item order |
+| ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state; ``digest`` (its items'), ``staging``/``staged``/``stage_until`` while unsealed, ``queued_to`` (queuing cursor) |
+| ``runjobs:<id>`` | list | the run's job ids (``<run id>/<n>``) in item order |
+| ``runqueue`` | zset | sealed runs whose jobs are still being queued (chunk by chunk, cursor ``queued_to`` in the run hash) → seal ms |
 | ``runs`` | zset | run id → created ms (trimmed with the retention at submit) |
 | ``userruns:<user>`` | zset | the user's run ids → created ms |
 | ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
@@ -124,6 +125,12 @@ class Keys:
     @property
     def runs(self) -> str:
         return f"{self.base}:runs"
+
+    @property
+    def runqueue(self) -> str:
+        """Sealed runs whose jobs are still being queued → seal ms (run_queue.lua; the submitter, a
+        retry of it, or the housekeeper moves the cursor on)."""
+        return f"{self.base}:runqueue"
 
     def backlog(self, user: str) -> str:
         return f"{self.base}:backlog:{user}"
