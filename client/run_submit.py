@@ -36,11 +36,11 @@ from tender_pool.supervisor.types import BadInput, run_job_id
 
 from . import items as _items, records
 
-# Measured (bench/bench_run_submit.py, README "Measurements"): Redis CPU ~17 µs an item staged and
-# ~19 µs an item queued on the loaded 2-core development machine, so a call stays near 3 ms.
-STAGE_ITEMS = 200  # items per staging chunk
+# Measured (bench/bench_run_submit.py, README "Measurements"): Redis CPU ~20 µs an item staged and
+# ~20 µs an item queued on the loaded 2-core development machine (load 11-14), so a call is ~2 ms.
+STAGE_ITEMS = 100  # items per staging chunk
 STAGE_BYTES = 512 * 1024  # payload bytes per staging chunk (one larger payload goes alone)
-QUEUE_JOBS = 150  # jobs per queuing chunk
+QUEUE_JOBS = 100  # jobs per queuing chunk
 STAGE_TTL_MS = 3_600_000  # an unsealed run (and what it staged) expires this long after its first chunk
 CALL_TRIES = 4
 RETRY_PAUSE_S = (0.05, 0.2, 0.5)

@@ -215,6 +215,7 @@ def test_queuing_is_chunked_and_anyone_resumes_it(client, monkeypatch):
 def test_chunk_calls_carry_at_most_the_bounds(client, monkeypatch):
     # Every script call is bounded: at most STAGE_ITEMS items (and STAGE_BYTES of payload) staged,
     # at most QUEUE_JOBS jobs queued (SLOWLOG records every call's arguments)
+    monkeypatch.setattr(rs, "STAGE_ITEMS", 250)
     client.r.config_set("slowlog-log-slower-than", 0)
     client.r.config_set("slowlog-max-len", 10000)
     client.r.slowlog_reset()
