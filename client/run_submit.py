@@ -77,20 +77,21 @@ class RunWriter:
     """The run-writing calls of one ``Client`` (its Redis, keys, scripts and replication rule)."""
 
     def __init__(self, r: redis.Redis, k: Keys, scripts: dict[str, Any], replicas: int, wait_ms: int,
-                 stage_ttl_ms: int = STAGE_TTL_MS):
+                 stage_ttl_ms: int = STAGE_TTL_MS, tries: int = CALL_TRIES):
         self.r, self.k, self.scripts = r, k, scripts
         self.replicas, self.wait_ms, self.stage_ttl_ms = replicas, wait_ms, stage_ttl_ms
+        self.tries = tries  # the housekeeper passes 1: its loop backs off itself, its heartbeat must not wait
 
     def _call(self, name: str, keys: list[str], args: list[Any]) -> list[str]:
         """One script call, replicated as configured, sent again after a lost reply (every script
         here is idempotent: see the module docstring)."""
-        for n in range(CALL_TRIES):
+        for n in range(self.tries):
             try:
                 res = wait_replicated(self.r, self.replicas, self.wait_ms,
                                       lambda p: self.scripts[name](keys=keys, args=args, client=p))[0]
                 return [records.s(x) or "" for x in res]
             except (redis.ConnectionError, redis.TimeoutError):
-                if n == CALL_TRIES - 1:
+                if n == self.tries - 1:
                     raise
                 time.sleep(RETRY_PAUSE_S[min(n, len(RETRY_PAUSE_S) - 1)])
         raise AssertionError("unreachable")

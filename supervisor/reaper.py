@@ -262,7 +262,7 @@ class Housekeeper(threading.Thread):
             from tender_pool.slots import scripts
 
             r = self.q.r
-            self._runs = RunWriter(r, self.k, scripts.register(r, "run_queue"), 0, 0)
+            self._runs = RunWriter(r, self.k, scripts.register(r, "run_queue"), 0, 0, tries=1)
         from tender_pool.client.run_submit import queue_pending
 
         sec, usec = self.q.r.time()
