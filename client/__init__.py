@@ -14,7 +14,9 @@ are CONTRACT.md's JSON fields (``msgspec.json.encode(run)`` is ``runs show --jso
     pool.retry_run(run.id)                           # the failed sections again
 
 API: ``submit``, ``submit_run``, ``job``, ``run``, ``runs``, ``cancel``, ``cancel_run``,
-``retry_run``, ``wait``, ``events``, ``aevents``, ``status``, ``history``, ``markdown``, ``owns``.
+``retry_run``, ``wait``, ``events``, ``aevents``, ``status``, ``history``, ``markdown``, ``owns``;
+keeping the platform's tables in step: ``register_consumer_group``, ``consume``, ``aconsume``,
+``consumer_groups`` (``consumer``).
 Errors (``errors``): ``NotFound``, ``Unavailable``, ``BadInput``, ``NotReplicated``.
 
 A web endpoint streaming a run's events as server-sent events (FastAPI); a browser's EventSource
@@ -55,6 +57,7 @@ async def run_events(run_id: str, request: Request):
 """
 
 from .client import CancelResult, Client, RunCancel, RunRetry
+from .consumer import GroupInfo, JobSnapshot
 from .errors import BadInput, NotFound, NotReplicated, Unavailable, Undecodable
 from .history import HistoryFilter, HistoryPage
 from .models import Counts, Event, Job, Run, RunJob, RunSummary
@@ -65,9 +68,11 @@ __all__ = [
     "Client",
     "Counts",
     "Event",
+    "GroupInfo",
     "HistoryFilter",
     "HistoryPage",
     "Job",
+    "JobSnapshot",
     "NotFound",
     "NotReplicated",
     "Run",

@@ -17,7 +17,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 import msgspec
 import redis
@@ -28,7 +28,7 @@ from tender_pool.supervisor.keys import Keys
 from tender_pool.supervisor.types import (MAX_RUN_ID, JobRecord, JobView, SubmitRequest, check_job_id, check_name,
                                           check_submit)
 
-from . import follow, items as _items, records
+from . import consumer, follow, items as _items, records
 from .run_submit import RunWriter
 from .errors import BadInput, NotFound, Unavailable, translated
 from .history import HistoryFilter, HistoryPage, query
@@ -393,6 +393,51 @@ class Client:
         with translated(self.url):
             async for ev in follow.adrive(r, steps):
                 yield ev
+
+    # --- keeping the platform's tables in step: consumer groups on the queue-wide stream -------------
+
+    def register_consumer_group(self, name: str) -> bool:
+        """Create consumer group ``name`` on the queue-wide event stream, at its first entry; from now
+        on the stream keeps every entry the group has not acknowledged (up to ``[events]
+        max_backlog``). False if it existed. Raises BadInput, Unavailable."""
+        with translated(self.url):
+            return consumer.register(self.r, self.k, name)
+
+    def unregister_consumer_group(self, name: str) -> bool:
+        """Remove a group that is gone for good (it no longer holds back trimming)."""
+        with translated(self.url):
+            return consumer.unregister(self.r, self.k, name)
+
+    def consumer_groups(self) -> list[consumer.GroupInfo]:
+        """Every group with its lag, pending entries, oldest pending age, gap and parked count."""
+        with translated(self.url):
+            return consumer.groups(self.r, self.k)
+
+    def consume(self, group: str, consumer_name: str, apply: Callable[[list[Event]], Any], *, batch: int = 100,
+                block_ms: int = 2000, claim_idle: float = 30, resync: Callable[[list[Any]], Any] | None = None,
+                park_after: int = 5, stop: Callable[[], bool] | None = None) -> None:
+        """Apply every job transition to the caller's store, at least once: ``apply(events)`` gets up to
+        ``batch`` ``Event``s of the queue-wide stream in stream order and they are acknowledged when it
+        returns; an exception leaves them pending (retried; parked after ``park_after`` failures of
+        one entry). Entries pending on a consumer that died are claimed after ``claim_idle`` s. A gap
+        (the group fell ``[events] max_backlog`` behind) calls ``resync(jobs)`` with
+        ``consumer.JobSnapshot``s of every job changed since. Runs until ``stop()`` is true; raises
+        Unavailable when Redis goes (call it again: it resumes from the group's position).
+        Order per job: apply an event only if its ``id`` is newer than the one stored (README)."""
+        c = consumer.Consumer(self.k, group, consumer_name, batch=batch, block_ms=self._block_ms(block_ms),
+                              claim_idle=claim_idle, park_after=park_after, resync=resync is not None, stop=stop)
+        with translated(self.url):
+            consumer.run(self.r, c, apply, resync)
+
+    async def aconsume(self, group: str, consumer_name: str, apply: Callable[[list[Event]], Any], *,
+                       batch: int = 100, block_ms: int = 2000, claim_idle: float = 30,
+                       resync: Callable[[list[Any]], Any] | None = None, park_after: int = 5,
+                       stop: Callable[[], bool] | None = None) -> None:
+        """``consume`` on ``redis.asyncio``; ``apply`` and ``resync`` may be coroutine functions."""
+        c = consumer.Consumer(self.k, group, consumer_name, batch=batch, block_ms=self._block_ms(block_ms),
+                              claim_idle=claim_idle, park_after=park_after, resync=resync is not None, stop=stop)
+        with translated(self.url):
+            await consumer.arun(self._async_client(), c, apply, resync)
 
     def _block_ms(self, block_ms: int | None) -> int:
         """XREAD's block must end well within the socket timeout, or the read would time out."""

@@ -6,23 +6,22 @@ control characters or braces (``types.check_name``) and unique in the run; a pay
 object (``types.check_payload``); at least one item. A refusal is ``BadInput`` naming the line (the
 CLI's file) or the item's 1-based position (the library's list).
 
-Input hash: SHA-256 over the kind, the canonical JSON of the payload (keys sorted, no spaces:
-``msgspec``'s ``order="sorted"``) and, when the payload names a ``file``, the SHA-256 of that file's
-bytes (its resolved path; a file we cannot read gives no hash, so the item simply runs). Equal
-hashes mean "the same work on the same bytes", whatever the file is called now.
+Input hash: ``slots/digest.py`` (one definition for the client and the attempt, which records it
+again of what it reads: the stored hash is the attempt's). Here the file is its resolved path; a
+file we cannot read gives no hash, so the item simply runs; each distinct file is read once per
+submission (``input_hashes``). Equal hashes mean "the same work on the same bytes", whatever the
+file is called now.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any, Iterable
 
 import msgspec
 
+from tender_pool.slots import digest as _digest
 from tender_pool.supervisor.types import BadInput, check_name, check_payload
-
-FILE_CHUNK = 1 << 20
 
 
 class Item(msgspec.Struct, forbid_unknown_fields=True):
@@ -93,25 +92,32 @@ def file_digest(path: Any) -> str | None:
         real = os.path.realpath(path)
         if not os.path.isfile(real):  # never open a FIFO or a device: it could block or never end
             return None
-        h = hashlib.sha256()
-        with open(real, "rb") as f:
-            while chunk := f.read(FILE_CHUNK):
-                h.update(chunk)
-        return h.hexdigest()
-    except OSError:
+        return _digest.file_sha256(real)
+    except (OSError, ValueError):  # ValueError: an embedded NUL
         return None
 
 
-def input_hash(kind: str, payload: dict[str, Any]) -> str:
-    """The skip key of one item ("" when its file cannot be read: never skipped)."""
-    h = hashlib.sha256()
-    h.update(kind.encode())
-    h.update(b"\0")
-    h.update(msgspec.json.encode(payload, order="sorted"))
-    if "file" in payload:
-        digest = file_digest(payload["file"])
-        if digest is None:
-            return ""
-        h.update(b"\0")
-        h.update(digest.encode())
-    return h.hexdigest()
+def input_hash(kind: str, payload: dict[str, Any], digests: dict[str, str | None] | None = None) -> str:
+    """The skip key of one item ("" when its file cannot be read: never skipped). ``digests``: the
+    file digests this submission already took, by resolved path (``input_hashes``)."""
+    if "file" not in payload:
+        return _digest.input_hash(kind, payload, None)
+    path = payload["file"]
+    if digests is None:
+        return _digest.input_hash(kind, payload, file_digest(path))
+    try:
+        real = os.path.realpath(path) if isinstance(path, str) and path else None
+    except ValueError:
+        real = None
+    if real is None:
+        return ""
+    if real not in digests:
+        digests[real] = file_digest(real)
+    return _digest.input_hash(kind, payload, digests[real])
+
+
+def input_hashes(kind: str, payloads: Iterable[dict[str, Any]]) -> list[str]:
+    """Every item's skip key, reading each distinct file once (20 items naming one 200 MiB file
+    hash it once, not 20 times: ~0.14 s each here)."""
+    digests: dict[str, str | None] = {}
+    return [input_hash(kind, p, digests) for p in payloads]

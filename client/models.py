@@ -99,7 +99,14 @@ class Event(msgspec.Struct):
     progress: float | None | UnsetType = UNSET
     message: str | None | UnsetType = UNSET
     chunk: str | None | UnsetType = UNSET
-    # snapshot only: the run as ``runs show --json`` has it, and whether events were lost to trimming
+    # queue-wide job events (``events``): enough of the job to write its row from the event alone
+    attempts: int | UnsetType = UNSET
+    tries: int | UnsetType = UNSET
+    worker: str | None | UnsetType = UNSET
+    error: JobError | None | UnsetType = UNSET
+    started_at: str | None | UnsetType = UNSET
+    # snapshot: the run as ``runs show --json`` has it, and whether events were lost to trimming;
+    # job events: the job's user, kind and times (created_at, finished_at also with started_at above)
     user: str | UnsetType = UNSET
     kind: str | UnsetType = UNSET
     created_at: str | None | UnsetType = UNSET

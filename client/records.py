@@ -73,7 +73,8 @@ def run_summary(run_id: str, h: dict[bytes, bytes]) -> RunSummary:
 _EVENT_FIELDS = frozenset(Event.__struct_fields__)
 _JOB_ONLY = ("job_id", "key", "job_state", "skipped_from")
 _PROGRESS_ONLY = ("progress", "message", "chunk")
-_SNAPSHOT_ONLY = frozenset({"user", "kind", "created_at", "finished_at", "jobs", "gap"})
+_SNAPSHOT_ONLY = frozenset({"jobs", "gap"})
+_TIMES = ("created_at", "started_at", "finished_at")  # ms in the stream, RFC 3339 in an Event
 
 
 def event(stream_id: bytes | str, fields: dict[bytes, bytes]) -> Event | None:
@@ -89,6 +90,9 @@ def event(stream_id: bytes | str, fields: dict[bytes, bytes]) -> Event | None:
         etype = body.get("type")
         body = {k: v for k, v in body.items() if k in _EVENT_FIELDS and k not in _SNAPSHOT_ONLY}
         body["id"] = s(stream_id)
+        for k in _TIMES:
+            if isinstance(body.get(k), int):
+                body[k] = rfc3339(body[k])
         for k in ("run_id", "state", "counts"):
             body.setdefault(k, None)
         if not (isinstance(etype, str) and etype.startswith("job_")):

@@ -98,9 +98,14 @@ class RunWriter:
 
     def submit(self, run_id: str, user: str, kind: str, items: Sequence[_items.Item], *, priority: str,
                max_parallel: int, overwrite: bool, retention_s: int,
-               hash_of: Callable[[str, dict[str, Any]], str] = _items.input_hash) -> None:
+               hash_of: Callable[[str, dict[str, Any]], str] | None = None) -> None:
         """Stage, seal and queue the run (or resume it, or find it sealed). Raises BadInput (the run
-        id exists with other items or options; a job id in the way: nothing is left written)."""
+        id exists with other items or options; a job id in the way: nothing is left written).
+        ``hash_of``: an item's input hash (default ``items.input_hash``, each distinct file read
+        once per submission)."""
+        if hash_of is None:
+            digests: dict[str, str | None] = {}
+            hash_of = lambda kd, payload: _items.input_hash(kd, payload, digests)  # noqa: E731
         k = self.k
         d = digest(user, kind, priority, max_parallel, overwrite, items)
         encoded = [msgspec.json.encode(it.payload) for it in items]

@@ -61,11 +61,19 @@ class Rejected:
 
 
 MIN_FREE_BYTES = 1 << 20
+ROOM_PER_INPUT_BYTE = 4  # a rule of thumb: the Markdown and its JSON, with margin
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def storage_problem(out_dir: str, input_bytes: int) -> str | None:
     """Why a result could not be written under ``out_dir`` now (read-only, not writable, nearly full),
-    or None. Checked before the attempt, so a full disk is reported as such instead of as a crash."""
+    or None. Checked before the attempt, so a full disk is reported as such instead of as a crash.
+    The room asked for is a rule of thumb (4 × the input, at least 1 MiB), not the result's size: a
+    nearly full small disk fails jobs whose result would have fit, so the message gives the figures
+    and the rule, for whoever has to choose between freeing space and a larger disk."""
     try:
         os.makedirs(out_dir, exist_ok=True)
         st = os.statvfs(out_dir)
@@ -74,9 +82,12 @@ def storage_problem(out_dir: str, input_bytes: int) -> str | None:
     if st.f_flag & os.ST_RDONLY or not os.access(out_dir, os.W_OK):
         return f"results directory {out_dir} is not writable"
     free = st.f_bavail * st.f_frsize
-    need = max(MIN_FREE_BYTES, 4 * input_bytes)
+    need = max(MIN_FREE_BYTES, ROOM_PER_INPUT_BYTE * input_bytes)
     if free < need:
-        return f"results directory {out_dir}: {free} bytes free, {need} needed"
+        return (f"results directory {out_dir}: {free} bytes free ({_mib(free)}), {need} bytes needed "
+                f"({_mib(need)}): before an attempt the pool asks for {ROOM_PER_INPUT_BYTE} × the input's size "
+                f"({input_bytes} bytes), at least {_mib(MIN_FREE_BYTES)}, whatever the result's own size; "
+                f"free space there or use a larger disk")
     return None
 
 

@@ -232,17 +232,19 @@ class Queue:
         counts_try: bool = False,
         launched: bool = True,
         retry: bool = False,
+        input_hash: str | None = None,
     ) -> tuple["SettleReply", TakeResult]:
         """settle_take.lua: ``settle`` this attempt, then ``take`` the next queued job for ``proc``
         (LMOVE only: never waits), in one round trip. Same retry rules as both."""
         k = self.k
+        h = job.input_hash if input_hash is None else input_hash
         res = self.fast.script(
             self._texts["settle_take"],
             [
                 *self._attempt_keys(proc, job),
                 k.delayed,
                 k.busy(ta.worker),
-                k.done(job.kind, job.user, job.input_hash) if job.input_hash else k.done("-", "-", "-"),
+                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
                 k.ready_hi,
                 ta.host_key or k.host("-"),
             ],
@@ -267,6 +269,7 @@ class Queue:
                 "1" if retry else "0",
                 ta.limits,
                 ta.min_lease_ms,
+                h or "",
             ],
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
@@ -336,17 +339,21 @@ class Queue:
         counts_try: bool = False,
         worker: str = "",
         launched: bool = True,
+        input_hash: str | None = None,
     ) -> SettleReply:
         """Fenced by ``token``: a newer attempt's job is never touched. ``launched`` False (no handler
-        process was started: a rejected input) takes this start back out of ``attempts``."""
+        process was started: a rejected input) takes this start back out of ``attempts``.
+        ``input_hash``: the hash the attempt recorded of its input (``inputs.py``); a completed run
+        item stores it as its ``input_hash`` and under ``done:`` (None: the job's own, as submitted)."""
         k = self.k
+        h = job.input_hash if input_hash is None else input_hash
         res = self.fast.script(
             self._texts["settle"],
             [
                 *self._attempt_keys(proc, job),
                 k.delayed,
                 k.busy(worker or "-"),
-                k.done(job.kind, job.user, job.input_hash) if job.input_hash else k.done("-", "-", "-"),
+                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
             ],
             [
                 job.id,
@@ -360,6 +367,7 @@ class Queue:
                 job.user,
                 "1" if counts_try else "0",
                 "1" if launched else "0",
+                h or "",
             ],
             replicas=self.replicas,
             timeout_ms=self.wait_ms,

@@ -55,7 +55,7 @@ from tender_pool.supervisor.types import (
     SlotExit,
 )
 
-from . import faults, kinds, runner
+from . import faults, inputs, kinds, runner
 from .busy import BusyTracker
 from .progress import ProgressFeed
 from .connection import NotReplicated
@@ -282,9 +282,9 @@ class Slot:
         # it (guarded by job id) or the next start replaces it. Only an exception needs a clean-up.
         self.busy.started(st.attempt, st.started_ms, st.created_ms)
         try:
-            outcome, launched = self.execute(job, st)
+            outcome, launched, input_hash = self.execute(job, st)
             faults.checkpoint("before_ack")
-            self.next = self.settle(job, st, outcome, launched, take_next=self._may_take())
+            self.next = self.settle(job, st, outcome, launched, take_next=self._may_take(), input_hash=input_hash)
         except BaseException:
             self.busy.clear(job.id)
             raise
@@ -458,22 +458,32 @@ class Slot:
             self.log.info("start_skipped", job_id=job.id, result=type(st).__name__.lower(),
                           state=getattr(st, "state", None))
 
-    def execute(self, job: JobRecord, st: Run) -> tuple[Outcome, bool]:
+    def execute(self, job: JobRecord, st: Run) -> tuple[Outcome, bool, str | None]:
         """Run one attempt in its own process group; never raises for the job's own failures.
-        Returns the outcome and whether a handler process was started at all."""
+        Returns the outcome, whether a handler process was started at all, and the input hash the
+        attempt recorded (run items only: the hash skip trusts, ``inputs.py``; None otherwise)."""
         log = self.log.bind(job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt)
         kind = self.kinds.get(job.kind)
         if kind is None:
             msg = f"no handler for kind {job.kind!r} on {self.worker_id}"
-            return kinds.Rejected(JobError(ErrorKind.HANDLER_FAILED.value, msg)).outcome(), False
+            return kinds.Rejected(JobError(ErrorKind.HANDLER_FAILED.value, msg)).outcome(), False, None
         try:
             launch = kind.prepare(job, st.attempt)
         except Exception as e:  # noqa: BLE001 - e.g. the JVM cannot start: the job's try, not the slot's end
             log.exception("prepare_failed")
-            return Outcome("failed", error=JobError(ErrorKind.HANDLER_FAILED.value, f"could not start: {e}")), True
+            failed = Outcome("failed", error=JobError(ErrorKind.HANDLER_FAILED.value, f"could not start: {e}"))
+            return failed, True, None
         if isinstance(launch, kinds.Rejected):
             log.info("input_rejected", error_kind=launch.error.kind, message=launch.error.message)
-            return launch.outcome(), False
+            return launch.outcome(), False, None
+        recorded = None
+        if job.input_hash is not None:  # a run item (skippable): hash what this attempt is about to read
+            try:
+                recorded = inputs.record(job.kind, job.payload, launch.file, each_chunk=self.beat)
+            except inputs.InputChanging as e:
+                log.warning("input_changing", file=launch.file, message=str(e))
+                changing = kinds.Rejected(JobError(ErrorKind.HANDLER_FAILED.value, str(e)), final=False)
+                return changing.outcome(), False, None
         busy = Busy(job.id, job.kind, job.user, launch.file, st.token, st.attempt, int(time.time() * 1000))
         self.title(f"busy {job.kind} job={job.id} user={job.user}")
         env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.marker}
@@ -502,6 +512,13 @@ class Slot:
         if self.aborting and res.stopped is None and res.returncode != 0:
             res.stopped = "abort"  # the supervisor stopped it (fence) while we were not looking: not a try
         outcome = kind.conclude(job, st.attempt, res)
+        if recorded is not None and outcome.status != "interrupted" and not _cancelled(outcome):
+            changed = recorded.changed(each_chunk=self.beat)
+            if changed:  # the result may be of either content: never stored under the hash
+                log.warning("input_changed", file=launch.file, message=changed)
+                kind.discard(job, st.attempt, outcome)
+                outcome = Outcome("failed", error=JobError(ErrorKind.HANDLER_FAILED.value, changed + "; retried"),
+                                  signals=outcome.signals)
         keep = set().union(*(k.keep() for k in self.kinds.values()))
         leftovers = runner.reap_orphans(keep=keep)
         log.info(
@@ -515,7 +532,7 @@ class Slot:
             outcome=outcome.status,
             error_kind=outcome.error.kind if outcome.error else None,
         )
-        return outcome, True
+        return outcome, True, recorded.hash if recorded is not None else None
 
     def _send_progress(self, job: JobRecord, token: str, event: dict) -> bool:
         """progress.lua on the FastLane; a Redis error drops the event (counted), never the job."""
@@ -564,11 +581,13 @@ class Slot:
         return Verdict.FAILED, 0
 
     def settle(
-        self, job: JobRecord, st: Run, outcome: Outcome, launched: bool = True, take_next: bool = False
+        self, job: JobRecord, st: Run, outcome: Outcome, launched: bool = True, take_next: bool = False,
+        input_hash: str | None = None,
     ) -> tuple[JobRecord, Run] | None:
         """Record the outcome and release the lock, in one fenced script; retried until Redis takes it.
         With ``take_next`` the same script starts the next queued job (settle_take.lua): returned,
-        for the caller to run."""
+        for the caller to run. ``input_hash``: what the attempt recorded of its input, stored with a
+        completed run item (and its ``done:`` key) in place of the submit-time one."""
         verdict, backoff_ms = self.verdict(job, outcome)
         if outcome.inline is not None and verdict is Verdict.COMPLETED:
             try:
@@ -585,6 +604,7 @@ class Slot:
             backoff_ms=backoff_ms,
             counts_try=outcome.ran and outcome.status == "failed",  # a business failure of a handler that ran
             launched=launched,
+            input_hash=input_hash,
         )
         for attempt in range(1000):
             try:
@@ -665,6 +685,10 @@ class Slot:
             self.log.warning("reconcile_failed", error=str(e))
             return
         self.reconcile_due = False
+
+
+def _cancelled(outcome: Outcome) -> bool:
+    return outcome.error is not None and outcome.error.kind == ErrorKind.CANCELLED.value
 
 
 def take_args(cfg: Config, worker_id: str, busy_ttl: int, min_lease_ms: int = 0) -> TakeArgs:

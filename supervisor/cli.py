@@ -486,6 +486,50 @@ def runs_list(user: str | None, state: str | None, limit: int, as_json: bool, co
     click.echo(msgspec.json.encode(rows).decode() if as_json else render.format_runs(msgspec.to_builtins(rows)))
 
 
+@main.group()
+def events() -> None:
+    """Consumer groups of the queue-wide event stream (the platform's database kept in step)."""
+
+
+@events.command("register")
+@click.argument("group")
+@config_option
+def events_register(group: str, config_path: str | None) -> None:
+    """Create GROUP at the stream's start: from now on nothing it has not acknowledged is trimmed
+    (up to [events] max_backlog entries)."""
+    cfg = _config(config_path)
+    with _calls(cfg):
+        created = _client(cfg).register_consumer_group(_text_arg("group", group))
+    click.echo(f"registered {group}" if created else f"{group} was registered already")
+
+
+@events.command("unregister")
+@click.argument("group")
+@config_option
+def events_unregister(group: str, config_path: str | None) -> None:
+    """Remove GROUP (XGROUP DESTROY): it no longer holds back trimming. Exit 2 if there is none."""
+    cfg = _config(config_path)
+    with _calls(cfg):
+        gone = _client(cfg).unregister_consumer_group(_text_arg("group", group))
+    if not gone:
+        _fail(f"no such consumer group: {group}", EXIT_BAD_INPUT)
+    click.echo(f"unregistered {group}")
+
+
+@events.command("groups")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of groups with their lag.")
+@config_option
+def events_groups(as_json: bool, config_path: str | None) -> None:
+    """Every consumer group with its lag: entries not yet delivered, pending (delivered, not
+    acknowledged), the oldest pending entry's age, entries parked after failing, and a gap."""
+    from . import render
+
+    cfg = _config(config_path)
+    with _calls(cfg):
+        rows = _client(cfg).consumer_groups()
+    click.echo(msgspec.json.encode(rows).decode() if as_json else render.format_groups(msgspec.to_builtins(rows)))
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON (CONTRACT.md) instead of Markdown.")

@@ -105,12 +105,17 @@ class MetricsConfig(msgspec.Struct, forbid_unknown_fields=True):
     listen: str = "127.0.0.1:9464"
 
 
+class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
+    max_backlog: int = 1_000_000  # entries of the queue-wide stream kept for a lagging consumer group
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     redis: RedisConfig = msgspec.field(default_factory=RedisConfig)
     pool: PoolConfig = msgspec.field(default_factory=PoolConfig)
     extract: ExtractConfig = msgspec.field(default_factory=ExtractConfig)
     status: StatusConfig = msgspec.field(default_factory=StatusConfig)
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
+    events: EventsConfig = msgspec.field(default_factory=EventsConfig)
     handlers: dict[str, HandlerConfig] = {}
     source: str = ""  # the file it came from, for messages; not a TOML key
     embedded_redis: str = ""  # set by load() when redis.url is "embedded": the server's directory; not a TOML key
@@ -369,6 +374,8 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
             raise ConfigError(f"handlers.{name}.per_user", h.per_user, "an integer >= 0 (0 = no limit)")
     if cfg.extract.per_user < 0:
         raise ConfigError("extract.per_user", cfg.extract.per_user, "an integer >= 0 (0 = no limit)")
+    if not 1_000 <= cfg.events.max_backlog <= 100_000_000:
+        raise ConfigError("events.max_backlog", cfg.events.max_backlog, "an integer from 1000 to 100000000 (entries)")
     listen = cfg.metrics.listen
     if listen:
         host, _, port = listen.rpartition(":")

@@ -28,7 +28,9 @@ stated plainly: the whole pool lives on one shard.
 | ``backlog:<user>`` | list | the user's further bulk job ids, FIFO (RPUSH / LPOP); one goes to ``ready:lo`` when the fair entry starts or ends |
 | ``sem:<kind>:<user>`` | zset | ``per_user`` = N > 1: attempt token → expiry ms, at most N members |
 | ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, FIFO |
-| ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; ``MAXLEN ~ 100000`` |
+| ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; trimmed by the housekeeper only (``supervisor/stream_trim.py``): below what every consumer group still needs, never past ``[events] max_backlog``; ``MAXLEN ~ 100000`` without a group |
+| ``events:gap:<group>`` | string | a consumer group lost entries to the ``max_backlog`` cap (``consumer.Gap`` JSON); the consumer resyncs, then deletes it |
+| ``events:parked:<group>`` | list | entries a group's ``apply`` failed on every try (``consumer.Parked`` JSON), acknowledged so the rest go on |
 | ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state; ``digest`` (its items'), ``staging``/``staged``/``stage_until`` while unsealed, ``queued_to`` (queuing cursor) |
 | ``runjobs:<id>`` | list | the run's job ids (``<run id>/<n>``) in item order |
 | ``runqueue`` | zset | sealed runs whose jobs are still being queued (chunk by chunk, cursor ``queued_to`` in the run hash) → seal ms |
@@ -43,6 +45,10 @@ stated plainly: the whole pool lives on one shard.
 from __future__ import annotations
 
 import msgspec
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 class Keys:
@@ -125,6 +131,17 @@ class Keys:
     @property
     def runs(self) -> str:
         return f"{self.base}:runs"
+
+    def events_gap(self, group: str) -> str:
+        return f"{self.base}:events:gap:{group}"
+
+    def events_parked(self, group: str) -> str:
+        return f"{self.base}:events:parked:{group}"
+
+    @property
+    def job_pattern(self) -> str:
+        """SCAN pattern of every job hash (a consumer's resync; never on a hot path)."""
+        return f"{_glob_escape(self.base)}:job:*"
 
     @property
     def runqueue(self) -> str:

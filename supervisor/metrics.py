@@ -248,3 +248,26 @@ class PoolCollector(Collector):
         yield CounterMetricFamily(P + "events_written", "Events written to the queue's events stream (every job "
                                   "transition, run_started/run_finished, plain jobs' progress), all hosts.",
                                   value=written)
+        yield from self.consumer_metrics()
+
+    def consumer_metrics(self) -> Iterable[Metric]:
+        """The event stream's consumer groups, from the probe's last read; dropped entries are this
+        host's housekeeper's (the host holding the reaper lease trims: aggregate with sum)."""
+        house = self.housekeeper()
+        yield CounterMetricFamily(P + "events_dropped", "Entries of the queue's events stream that some consumer "
+                                  "group had not acknowledged, dropped past [events] max_backlog by this host.",
+                                  value=getattr(house, "events_dropped", 0) if house is not None else 0)
+        lag = GaugeMetricFamily(P + "events_consumer_lag", "Entries not yet delivered to the consumer group.",
+                                labels=["group"])
+        pending = GaugeMetricFamily(P + "events_consumer_pending", "Entries delivered to the group and not yet "
+                                    "acknowledged.", labels=["group"])
+        age = GaugeMetricFamily(P + "events_consumer_oldest_pending_age_seconds", "Age of the group's oldest "
+                                "unacknowledged entry (0 with none).", labels=["group"])
+        gap = GaugeMetricFamily(P + "events_consumer_gap", "1 while the group has lost entries and not resynced.",
+                                labels=["group"])
+        for c in self.probe.consumers:
+            lag.add_metric([c.group], c.lag)
+            pending.add_metric([c.group], c.pending)
+            age.add_metric([c.group], c.oldest_pending_age_s or 0.0)
+            gap.add_metric([c.group], 1 if c.gap else 0)
+        yield from (lag, pending, age, gap)

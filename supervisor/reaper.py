@@ -2,7 +2,7 @@
 
 It owns: the host heartbeat, requeueing this host's dead slots' lists (handed over by the main loop),
 the reaper (other hosts' dead lists, entries far past their deadline), retry promotion, the
-lost-promotion sweep and result pruning. The main loop never waits for Redis: a slow or frozen Redis
+lost-promotion sweep, result pruning and the event stream's trimming (``stream_trim``). The main loop never waits for Redis: a slow or frozen Redis
 delays this thread only, never reaping or respawning a slot.
 
 Reclaim only on evidence of death, with a bounded delay:
@@ -44,6 +44,7 @@ import redis
 
 from tender_pool.client import history
 
+from . import stream_trim
 from .config import Config
 from .types import TERMINAL_STATES
 from .keys import Keys, Owner
@@ -93,6 +94,7 @@ class Housekeeper(threading.Thread):
         self.last_full_scan = 0.0
         self.reclaimed = 0
         self.redis_errors = 0  # for tender_pool_redis_errors_total{component="housekeeper"}
+        self.events_dropped = 0  # for tender_pool_events_dropped_total: entries a consumer group lost to the cap
         self.slots_summary = slots_summary  # StatusBuilder.host_summary: slots:<host> for status --redis
         self.hb_ttl_ms = int(cfg.pool.heartbeat * 3 * 1000)
         self._runs = None  # client.run_submit.RunWriter on this thread's connection, made on first use
@@ -252,6 +254,7 @@ class Housekeeper(threading.Thread):
         self.requeue_dead(dead)
         if self._quiet:
             self.judging_deferred = False
+        self.events_dropped += stream_trim.trim(r, self.k, self.cfg.events.max_backlog, self.log).dropped
 
     def queue_runs(self) -> None:
         """Go on queuing sealed runs whose submitter stopped half way (died, or its retries gave

@@ -82,6 +82,7 @@ def format_status(st: dict) -> str:
         f"(estimate: depth − busy), dead-letter {_v(st['dead_letter'])}, failed {_v(st['failed'])}",
         f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}",
         *_active_runs(st.get("runs")),
+        *_consumers(st.get("consumers")),
     ]
     c = st.get("counters") or {}
     if c:
@@ -108,6 +109,7 @@ def format_redis_view(v: dict) -> str:
         f"delayed {q.get('delayed', 0)}, deferred {deferred}), waiting ~{_v(v.get('waiting'))} "
         f"(estimate: depth − busy), dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}",
         *_active_runs(v.get("runs")),
+        *_consumers(v.get("consumers")),
         *(f"  warning: {w}" for w in v.get("warnings") or []),
     ]
     busy = {b["worker"]: b for b in v.get("busy") or []}
@@ -256,3 +258,24 @@ def _active_runs(runs: list[dict] | None) -> list[str]:
     if len(runs) > ACTIVE_RUNS_SHOWN:
         lines.append(f"    … and {len(runs) - ACTIVE_RUNS_SHOWN} more (tender-pool runs list --state running)")
     return lines
+
+
+GROUPS_HEADER = ["group", "consumers", "lag", "pending", "oldest pending", "parked", "gap"]
+
+
+def format_groups(groups: list[dict]) -> str:
+    """``events groups``."""
+    if not groups:
+        return "no consumer groups (tender-pool events register GROUP)"
+    rows = [[g["group"], str(g["consumers"]), str(g["lag"]), str(g["pending"]),
+             "-" if g["oldest_pending_age_s"] is None else f"{g['oldest_pending_age_s']:.1f}s", str(g["parked"]),
+             "GAP: resync" if g["gap"] else "-"] for g in groups]
+    return "\n".join(_table(GROUPS_HEADER, rows))
+
+
+def _consumers(consumers: list[dict] | None) -> list[str]:
+    if not consumers:
+        return []
+    return [f"  events   {c['group']}: lag {c['lag']}, pending {c['pending']}"
+            + (f", oldest {c['oldest_pending_age_s']:.0f}s" if c.get("oldest_pending_age_s") else "")
+            + (", GAP (resync)" if c.get("gap") else "") for c in consumers]

@@ -27,7 +27,7 @@ from .control import Request
 from .keys import Keys
 from .procstat import ProcSampler
 from .status_probe import QueueProbe, QueueStats
-from .status_protocol import HostSlots, SlotRow, StatusReply, StatusView
+from .status_protocol import HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
 from .types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
 
 DEADLINE_MARGIN_S = 5.0  # past timeout + kill_grace + this, a running job is "past its deadline"
@@ -228,11 +228,13 @@ class StatusBuilder:
             counters=msgspec.structs.replace(c, reclaimed=c.reclaimed + (house.reclaimed if house is not None else 0)),
             slots=rows,
             runs=list(self.probe.runs) if stats else None,
+            consumers=list(self.probe.consumers) if stats else None,
             host_id=self.cfg.pool.host_id,
             pid=os.getpid(),
             uptime_s=round(now - self.started, 1),
             draining=draining,
-            problems=self.problems(slots, rows, redis_ok, draining),
+            problems=self.problems(slots, rows, redis_ok, draining) + consumer_problems(
+                self.probe.consumers if stats else None),
             warnings=warnings,
         )
 

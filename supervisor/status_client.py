@@ -23,6 +23,7 @@ from .keys import Owner
 from .status_probe import QueueProbe, QueueStats, redis_warnings
 from .status_protocol import (
     REPLY_CAP,
+    ConsumerRow,
     HostSlots,
     ProtocolError,
     RunRow,
@@ -32,6 +33,7 @@ from .status_protocol import (
     StatusView,
     read_frame,
     write_frame,
+    consumer_problems,
 )
 from .types import STATUS_PROTOCOL, BusyState
 
@@ -118,6 +120,7 @@ class RedisView(msgspec.Struct):
     warnings: list[str] = []
     error: str | None = None
     runs: list[RunRow] | None = None
+    consumers: list[ConsumerRow] | None = None
 
 
 def host_of_worker(worker_id: str) -> str:
@@ -148,7 +151,7 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
         return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {url}: {e}")
     hosts, busy = live_hosts(tables, states, holders)
     return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings,
-                     runs=list(probe.runs))
+                     runs=list(probe.runs), consumers=list(probe.consumers))
 
 
 def as_status(view: RedisView) -> StatusView:
@@ -173,7 +176,9 @@ def as_status(view: RedisView) -> StatusView:
         configured=len(rows), online=len(rows) - offline, busy=n_busy, idle=states.count("idle"), offline=offline,
         queue_depth=q.depth, waiting=max(0, q.depth - n_busy), queued=q.queued, running=q.processing,
         delayed=q.delayed, deferred=q.deferred, dead_letter=q.dead_letter, failed=q.failed, redis_ok=True,
-        slots=rows, runs=view.runs, problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")],
+        slots=rows, runs=view.runs, consumers=view.consumers,
+        problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")]
+        + consumer_problems(view.consumers),
         warnings=view.warnings,
     )
 

@@ -22,13 +22,14 @@ import redis
 from tender_pool.slots import scripts
 from tender_pool.slots.connection import connect
 
+from tender_pool.client import consumer
 from tender_pool.client.follow import trimmed_past
 from tender_pool.client.history import HistoryKeys
 from tender_pool.client.models import Counts
 
 from .config import Config
 from .keys import Keys
-from .status_protocol import RunRow
+from .status_protocol import ConsumerRow, RunRow
 
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
@@ -236,6 +237,7 @@ class QueueProbe:
         self._warnings: tuple[float, list[str]] | None = None
         self.run_tracker = RunTracker(client, keys)
         self.runs: list[RunRow] = []  # the active runs as of the last successful read
+        self.consumers: list[ConsumerRow] = []  # the event stream's consumer groups, same read
 
     @classmethod
     def for_config(cls, cfg: Config, timeout: float = PROBE_TIMEOUT_S) -> "QueueProbe":
@@ -249,6 +251,8 @@ class QueueProbe:
             try:
                 stats = self._read()
                 self.runs = self.run_tracker.read()
+                self.consumers = [ConsumerRow(g.group, g.lag, g.pending, g.oldest_pending_age_s, g.gap)
+                                  for g in consumer.groups(self.r, self.k)]
             except redis.RedisError as e:
                 self._failure = (time.monotonic(), e)
                 raise

@@ -120,6 +120,23 @@ class RunRow(msgspec.Struct):
     counts: Counts
 
 
+class ConsumerRow(msgspec.Struct):
+    """A consumer group of the queue-wide event stream (``status``'s ``consumers``): entries not yet
+    delivered, delivered and not acknowledged, the oldest of those's age, and whether it lost entries
+    to ``[events] max_backlog`` (a problem until its consumer has resynced)."""
+
+    group: str
+    lag: int
+    pending: int
+    oldest_pending_age_s: float | None
+    gap: bool
+
+
+def consumer_problems(rows: list[ConsumerRow] | None) -> list[str]:
+    return [f"consumer group {c.group} lost events past [events] max_backlog (gap): its consumer must resync"
+            for c in rows or [] if c.gap]
+
+
 class StatusView(msgspec.Struct, kw_only=True):
     """``status --json``. ``queue_depth`` is every unfinished job (queued, waiting and running: the old
     pool's meaning), ``waiting`` = depth − busy (an estimate, as it always was); the precise figures
@@ -147,6 +164,7 @@ class StatusView(msgspec.Struct, kw_only=True):
     counters: CountersView | None = None
     slots: list[SlotRow] = []
     runs: list[RunRow] | None = None  # active runs, oldest first; null when Redis is down
+    consumers: list[ConsumerRow] | None = None  # consumer groups of the event stream; null when Redis is down
     host_id: str | None = None
     pid: int | None = None
     uptime_s: float | None = None

@@ -77,6 +77,7 @@ LEAVES = {  # the shared vocabulary: both sides import these, and they import no
     "tender_pool.supervisor.logs",
     "tender_pool.slots.faults",
     "tender_pool.slots.scripts",
+    "tender_pool.slots.digest",
 }
 
 

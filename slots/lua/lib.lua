@@ -23,7 +23,11 @@ local RUN_STREAM = {job_started = true, job_completed = true, job_failed = true,
   job_skipped = true, job_progress = true, run_started = true, run_finished = true}
 local COUNTS = {'total', 'queued', 'waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'}
 local FINAL_RUN = {completed = true, partial_success = true, failed = true, cancelled = true}
-local RUN_MAXLEN, QUEUE_MAXLEN = '10000', '100000'
+-- The run streams are capped here; the queue-wide stream is trimmed by the housekeeper only
+-- (supervisor/stream_trim.py), below what every consumer group has acknowledged.
+local RUN_MAXLEN = '10000'
+-- A queue-wide job event carries what a row of the platform's table needs (CONTRACT "Events consumers")
+local ROW_FIELDS = {'attempts', 'tries', 'worker', 'error', 'created_at', 'started_at', 'finished_at', 'user', 'kind'}
 
 local function err_json(kind, message)
   return cjson.encode({kind = kind, message = message})
@@ -96,8 +100,10 @@ local function run_view(ctx)
   return v[1] or 'pending', v[2] == '1', tonumber(v[3] or '0') or 0, counts
 end
 
--- One event: {type, run_id, state, counts, job_id, key, job_state, skipped_from} (+ extra fields),
--- field `e`. Readers add `id` (the stream id). Plain jobs: run_id, state and counts are null.
+-- One event: {type, run_id, state, counts, job_id, key, job_state} (+ extra fields), field `e`.
+-- Readers add `id` (the stream id). Plain jobs: run_id, state and counts are null. A job's state
+-- change also carries the job's row fields (ROW_FIELDS, as the hash has them after the change:
+-- times in ms), and its queue-wide stream id is kept in the job's `event_id` (the row's version).
 -- `skipped_from` (job events only): ctx.skipped_from, set by the caller that skips a job, else null.
 local function emit(ctx, etype, run_state, counts, job_state, extra)
   local ev = {type = etype, run_id = ctx.run_id ~= '' and ctx.run_id or cjson.null,
@@ -105,13 +111,31 @@ local function emit(ctx, etype, run_state, counts, job_state, extra)
     job_id = job_state and ctx.id or cjson.null, key = (job_state and ctx.item ~= '') and ctx.item or cjson.null,
     job_state = job_state or cjson.null}
   if job_state then ev.skipped_from = ctx.skipped_from or cjson.null end
+  local row = job_state and etype ~= 'job_progress'
+  if row then
+    local v = redis.call('HMGET', ctx.job, unpack(ROW_FIELDS))
+    for i, name in ipairs(ROW_FIELDS) do
+      local x = v[i]
+      if name == 'error' then
+        local ok, e = pcall(cjson.decode, x or 'null')
+        ev[name] = (ok and type(e) == 'table') and e or cjson.null
+      elseif name == 'worker' or name == 'user' or name == 'kind' then
+        ev[name] = x or cjson.null
+      elseif name == 'attempts' or name == 'tries' then
+        ev[name] = tonumber(x or '0') or 0
+      else
+        ev[name] = x and tonumber(x) or cjson.null
+      end
+    end
+  end
   if extra then for k, v in pairs(extra) do ev[k] = v end end
   local body = cjson.encode(ev)
   if ctx.run_id ~= '' and RUN_STREAM[etype] then
     redis.call('XADD', ctx.runev, 'MAXLEN', '~', RUN_MAXLEN, '*', 'e', body)
   end
   if etype ~= 'job_progress' or ctx.run_id == '' then
-    redis.call('XADD', ctx.events, 'MAXLEN', '~', QUEUE_MAXLEN, '*', 'e', body)
+    local id = redis.call('XADD', ctx.events, '*', 'e', body)
+    if row then redis.call('HSET', ctx.job, 'event_id', id) end
   end
 end
 
@@ -423,7 +447,11 @@ local function settle_job(S)
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
     on_terminal(S.job, S.deps, S.ready_lo, S.finished, id, now, S.retention)
-    if j[7] and j[7] ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
+    if j[7] then
+      -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
+      redis.call('HSET', S.job, 'input_hash', S.input_hash)
+      if S.input_hash ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
+    end
   elseif outcome == 'failed' or outcome == 'cancelled' then
     if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
     set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)

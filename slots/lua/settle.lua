@@ -5,11 +5,13 @@
 -- KEYS[10..17] the state block of the job's user and run (Keys.state_keys(user, run))
 -- KEYS[18] sem:<kind>:<user>  KEYS[19] semwait:<kind>:<user>  KEYS[20] delayed
 -- KEYS[21] busy:<worker id> (cleared while it still names this job, fenced or not)
--- KEYS[22] done:<kind>:<user>:<input hash> (done:- when the job has no input hash)
+-- KEYS[22] done:<kind>:<user>:<ARGV[12]> (done:- when there is no such hash)
 -- ARGV: 1 id, 2 token, 3 outcome completed|failed|cancelled|retry|requeue, 4 result JSON ('' none),
 --       5 error JSON ('' none), 6 lock TTL ms, 7 retention s, 8 retry backoff ms, 9 user,
 --       10 '1' if a failure counts as a business try, 11 '0' if no handler process was started (a
---       rejected input): this start is taken back out of 'attempts', which counts handler starts
+--       rejected input): this start is taken back out of 'attempts', which counts handler starts,
+--       12 the input hash this attempt recorded of what it read ('' none): a completed run item
+--       stores it as its input_hash (in place of the submit-time one) and under KEYS[22]
 -- A retry waits in `delayed` as its id, or '!' .. id for an interactive job (promote_due.lua).
 -- Returns {'ok', promoted waiter id or ''} | {'fenced'} when this attempt no longer owns the job.
 local block = {}
@@ -19,4 +21,4 @@ return settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS
   sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
   lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
-  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', now = now_ms()})
+  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[12], now = now_ms()})

@@ -7,7 +7,7 @@
 -- ARGV[1..11] as settle.lua; then 12 base '<prefix>:{<queue>}', 13 token suffix for the next attempt
 --       (the same on a retry), 14 worker id, 15 slot pid, 16 max waits, 17 busy-state TTL ms,
 --       18 '1' on a retry after a lost reply, 19 kind limits JSON (as take.lua's ARGV), 20 ms our
---       lease must have left (0: no fence)
+--       lease must have left (0: no fence), 21 settle.lua's ARGV[12] (the attempt's input hash)
 -- Returns {'ok' | 'fenced', promoted waiter id or '', take.lua's answer}. On a retry whose first
 -- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
 -- the take answers the job the first call started ('run' with the same token); when that job is the
@@ -29,7 +29,8 @@ s = s or settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KE
   sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
   lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
-  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', now = now, keep_busy = true})
+  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[21], now = now,
+  keep_busy = true})
 local t = take_job(
   {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
    events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24]},

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DAEMON_DEPS = ("psutil", "structlog", "setproctitle", "prometheus_client", "click")
 LEAVES = {"tender_pool.supervisor.keys", "tender_pool.supervisor.types", "tender_pool.supervisor.config",
-          "tender_pool.slots.scripts", "tender_pool.slots.connection"}
+          "tender_pool.slots.scripts", "tender_pool.slots.connection", "tender_pool.slots.digest"}
 # status() only: the status socket's client side and the Redis view (no daemon dependency either)
 STATUS = {"tender_pool.supervisor.status_client", "tender_pool.supervisor.status_probe",
           "tender_pool.supervisor.status_protocol", "tender_pool.supervisor.control"}
