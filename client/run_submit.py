@@ -36,11 +36,11 @@ from tender_pool.supervisor.types import BadInput, run_job_id
 
 from . import items as _items, records
 
-# Measured (bench/bench_run_submit.py, README "Measurements"): Redis CPU ~20 µs an item staged and
-# ~20 µs an item queued on the loaded 2-core development machine (load 11-14), so a call is ~2 ms.
+# Measured (bench/bench_run_submit.py, README "Measurements"): Redis CPU ~18 µs an item staged and
+# ~31 µs a job queued on the loaded 2-core development machine (load 16-19): ~1.9 ms a call each.
 STAGE_ITEMS = 100  # items per staging chunk
 STAGE_BYTES = 512 * 1024  # payload bytes per staging chunk (one larger payload goes alone)
-QUEUE_JOBS = 100  # jobs per queuing chunk
+QUEUE_JOBS = 60  # jobs per queuing chunk (job_queued carries the row fields: ~30 µs a job)
 STAGE_TTL_MS = 3_600_000  # an unsealed run (and what it staged) expires this long after its first chunk
 CALL_TRIES = 4
 RETRY_PAUSE_S = (0.05, 0.2, 0.5)
