@@ -140,7 +140,7 @@ def enqueue(r: redis.Redis, k: Keys, n: int, start: int = 0, users: int = USERS)
         p = r.pipeline(transaction=False)
         for i in range(lo, min(start + n, lo + ENQ_CHUNK)):
             jid, user = f"q{i:08d}", f"u{i % users}"
-            keys = [k.job(jid), k.ready_lo, k.ready_lo, k.ready_lo, *k.state_keys(user)]
+            keys = [k.job(jid), k.ready_lo, k.ready_lo, k.ready_lo, *k.state_keys(user), *k.hi_keys(user)]
             args = [jid, KINDS[i % 3], user, f'{{"file":"/srv/tender-pool/inbox/{jid}.docx"}}', "bulk", "[]", ""]
             p.evalsha(sha, len(keys), *keys, *args)
         p.execute()

@@ -156,7 +156,8 @@ class Client:
 
             def write(p: Any) -> None:  # the job is read back in the same round trip
                 self._scripts["enqueue"](
-                    keys=[k.job(jid), k.ready(req.priority), k.ready_lo, k.ready_lo, *k.state_keys(req.user)],
+                    keys=[k.job(jid), k.ready(req.priority), k.ready_lo, k.ready_lo, *k.state_keys(req.user),
+                          *k.hi_keys(req.user)],
                     args=[jid, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
                     client=p,
                 )
@@ -204,7 +205,7 @@ class Client:
         k = self.k
         keys = [k.job(rec.id), k.ready_hi, k.ready_lo, k.wait(rec.user), k.waitusers, k.delayed, k.finished,
                 k.deps(rec.id), k.lock(rec.user), *k.state_keys(rec.user, getattr(rec, "run", None)),
-                k.semwait(rec.kind, rec.user), *(k.deps(d) for d in rec.after)]
+                k.semwait(rec.kind, rec.user), *k.hi_keys(rec.user), *(k.deps(d) for d in rec.after)]
         with translated(self.url):
             res = [records.s(x) or "" for x in
                    self._scripts["cancel"](keys=keys, args=[rec.id, self.retention_s, self.lock_ttl_ms, rec.user])]
@@ -345,7 +346,7 @@ class Client:
             user, kind, ids = self._run_head(run_id)
             keys = [k.run(run_id), k.runjobs(run_id), k.run_events(run_id), k.runwait(run_id), k.events, k.active,
                     k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.delayed, k.finished, k.wait(user),
-                    k.waitusers, k.lock(user), k.semwait(kind, user)]
+                    k.waitusers, k.lock(user), k.semwait(kind, user), k.inready_hi, k.hibacklog(user)]
             for j in ids:
                 keys += [k.job(j), k.deps(j)]
             res = [records.s(x) or "" for x in self._scripts["run_cancel"](
@@ -364,7 +365,8 @@ class Client:
         with translated(self.url):
             user, _kind, ids = self._run_head(run_id)
             keys = [k.run(run_id), k.runjobs(run_id), k.run_events(run_id), k.runwait(run_id), k.events, k.active,
-                    k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.finished, *(k.job(j) for j in ids)]
+                    k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.finished, k.inready_hi, k.hibacklog(user),
+                    *(k.job(j) for j in ids)]
             res = [records.s(x) or "" for x in self._scripts["run_retry"](
                 keys=keys, args=[run_id, self.retention_s, "1" if cancelled else "0", user])]
         if res[0] == "missing":

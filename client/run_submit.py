@@ -160,7 +160,8 @@ class RunWriter:
             self.r.zrem(k.runqueue, run_id)
             return True, 0
         keys = [k.run(run_id), k.runjobs(run_id), k.run_events(run_id), k.runwait(run_id), k.events, k.active,
-                k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.finished, k.runqueue]
+                k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.finished, k.runqueue, k.inready_hi,
+                k.hibacklog(user)]
         calls = 0
         while max_calls is None or calls < max_calls:
             calls += 1

@@ -112,7 +112,7 @@ class Queue:
         """Queue a job; returns (created, id, state). The same id twice queues one job."""
         job_id = req.id or secrets.token_hex(8)
         keys = [self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo,
-                *self.k.state_keys(req.user)]
+                *self.k.state_keys(req.user), *self.k.hi_keys(req.user)]
         args = [job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""]
         if self.replicas <= 0:
             # no WAIT: one EVALSHA, not a pipeline (whose SCRIPT EXISTS costs a command per submit)
@@ -130,7 +130,7 @@ class Queue:
             self.r, self.replicas, self.wait_ms,
             lambda p: self._scripts["enqueue"](
                 keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc,
-                      *self.k.state_keys(req.user)],
+                      *self.k.state_keys(req.user), *self.k.hi_keys(req.user)],
                 args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), raw],
                 client=p,
             ),
@@ -154,6 +154,7 @@ class Queue:
             self.k.lock(job.user),
             *self.k.state_keys(job.user, job.run),
             self.k.semwait(job.kind, job.user),
+            *self.k.hi_keys(job.user),
             *(self.k.deps(d) for d in job.after),
         ]
         res = self._scripts["cancel"](keys=keys, args=[job.id, retention_s, lock_ttl_ms, job.user])
@@ -209,7 +210,7 @@ class Queue:
         res = self.fast.script(
             self._texts["take"],
             [proc, k.ready_hi, k.ready_lo, k.started, k.waitusers, k.finished, k.events, k.active, k.inready,
-             k.busy(ta.worker), ta.host_key or k.host("-")],
+             k.busy(ta.worker), ta.host_key or k.host("-"), k.inready_hi],
             [k.base, entry, suffix, ta.worker, ta.pid, ta.lock_ttl_ms, ta.retention_s, ta.max_waits,
              ta.busy_ttl_ms, "1" if retry else "0", ta.limits, ta.min_lease_ms],
             replicas=self.replicas,
@@ -247,6 +248,7 @@ class Queue:
                 k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
                 k.ready_hi,
                 ta.host_key or k.host("-"),
+                k.inready_hi,
             ],
             [
                 job.id,
@@ -300,7 +302,7 @@ class Queue:
         """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply.
         ``per_user``: the kind's concurrency per user (1 the user's lock, 0 none, N a semaphore)."""
         k = self.k
-        keys = [*self._attempt_keys(proc, job), k.busy(worker)]
+        keys = [*self._attempt_keys(proc, job), k.busy(worker), *k.hi_keys(job.user)]
         for dep in job.after:
             keys += [k.job(dep), k.deps(dep)]
         res = self.fast.script(
@@ -354,6 +356,7 @@ class Queue:
                 k.delayed,
                 k.busy(worker or "-"),
                 k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
+                k.ready_hi,
             ],
             [
                 job.id,
@@ -409,7 +412,7 @@ class Queue:
         return bool(
             self._scripts["deadletter"](
                 keys=[proc, self.k.dead, self.k.job(job_id), self.k.finished, self.k.deps(job_id), self.k.ready_lo,
-                      *self.k.state_keys(user or "-", run)],
+                      *self.k.state_keys(user or "-", run), *self.k.hi_keys(user or "-")],
                 args=[entry, reason, retention_s, dump, entry.decode("utf-8", "backslashreplace")],
             )
         )
@@ -444,7 +447,8 @@ class Queue:
         user, kind, run = (_s(v) for v in fields)
         user = user or ""
         k = self.k
-        keys = [*self._job_keys(proc, _s(entry) or "", user, kind or "-", run), k.proclists, k.host(owner_host or "-")]
+        keys = [*self._job_keys(proc, _s(entry) or "", user, kind or "-", run), k.proclists, k.host(owner_host or "-"),
+                k.ready_hi]
         args = [entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0",
                 "" if stamp is None else stamp]
         return keys, args
@@ -485,7 +489,7 @@ class Queue:
         calls: list[tuple[int, list, list]] = []  # (index in lists, keys, entries)
         for i, ((proc, owner_host, owner_incarnation), entries) in enumerate(zip(lists, read)):
             keys = [proc, k.started, k.waitusers, k.ready_lo, k.finished, k.events, k.active, k.inready,
-                    k.proclists, k.host(owner_host or "-")]
+                    k.proclists, k.host(owner_host or "-"), k.ready_hi]
             calls += [(i, keys, entries[at : at + self.REQUEUE_MANY_CALL])
                       for at in range(0, len(entries), self.REQUEUE_MANY_CALL)]
         out: list[list[tuple[str, str]]] = [[] for _ in lists]
@@ -545,7 +549,7 @@ class Queue:
     def unstick(self, user: str, lock_ttl_ms: int) -> str:
         k = self.k
         res = self._scripts["unstick"](
-            keys=[k.lock(user), k.wait(user), k.waitusers, k.ready_lo], args=[user, lock_ttl_ms]
+            keys=[k.lock(user), k.wait(user), k.waitusers, k.ready_lo, k.ready_hi], args=[user, lock_ttl_ms]
         )
         return _s(res) or ""
 

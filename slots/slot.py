@@ -58,7 +58,7 @@ from tender_pool.supervisor.types import (
 from . import faults, inputs, kinds, runner
 from .busy import BusyTracker
 from .progress import ProgressFeed
-from .connection import NotReplicated
+from .connection import NotReplicated, retry_delay
 from .heartbeat import Reporter
 from .queue import (
     BadRecord,
@@ -137,6 +137,7 @@ class Slot:
         self.q = Queue.for_config(cfg)
         self.busy = BusyTracker(self.q.r, self.q.k, worker_id, cfg, self.log, on_redis_error=self._redis_error)
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
+        self.unreplicated = False  # retrying a write Redis ran but could not get replicated (sent with each Beat)
         self.reconcile_due = True  # before the first claim: a previous incarnation may have left entries
         self.take_args = take_args(cfg, worker_id, self.busy.ttl_ms, self._take_lease_ms())
         self.next: tuple[JobRecord, Run] | None = None  # started by the last settle_take, not yet run
@@ -178,6 +179,8 @@ class Slot:
                 backoff = 0.1
             except redis.RedisError as e:
                 self._redis_error(e)
+                if isinstance(e, NotReplicated):  # Redis answers: see retry_delay
+                    backoff = min(backoff, retry_delay(0, e))
                 self.log.warning("redis_error", error=str(e), retry_in=backoff)
                 self._sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -219,7 +222,7 @@ class Slot:
             self.reporter.flush()
         if due:
             self.last_beat = now
-            self.reporter.send(Beat(redis_errors=self.redis_errors))
+            self.reporter.send(Beat(redis_errors=self.redis_errors, unreplicated=self.unreplicated))
 
     def _sleep(self, seconds: float, *, finishing: bool = False) -> None:
         """Wait while beating. Idle waits end early on a stop request; ``finishing`` waits (a claimed
@@ -229,6 +232,18 @@ class Slot:
         while (finishing or not self.stopping) and time.monotonic() < end:
             self.beat()
             time.sleep(min(0.1, end - time.monotonic()) if end > time.monotonic() else 0)
+
+    def _retry_wait(self, attempt: int, e: redis.RedisError, cap: float = 5.0) -> None:
+        """The sleep between retries of a claimed job's start or settle (``retry_delay``); a
+        ``NotReplicated`` one is reported to the supervisor at once (``status``: "waiting for a
+        replica to acknowledge"), and cleared by the next write that lands."""
+        self._unreplicated(isinstance(e, NotReplicated))
+        self._sleep(retry_delay(attempt, e, cap), finishing=True)
+
+    def _unreplicated(self, waiting: bool) -> None:
+        if waiting != self.unreplicated:
+            self.unreplicated = waiting
+            self.beat(force=True)
 
     def _redis_error(self, e: redis.RedisError) -> None:
         """Every Redis error, wherever it was caught: counted, and our list reconciled before the
@@ -313,12 +328,14 @@ class Slot:
         suffix = os.urandom(6).hex()
         for attempt in range(20):
             try:
-                return self.q.take(self.proc, self.take_args, suffix, entry, retry=attempt > 0)
+                taken = self.q.take(self.proc, self.take_args, suffix, entry, retry=attempt > 0)
+                self._unreplicated(False)
+                return taken
             except RETRYABLE as e:
                 self._redis_error(e)
                 self.log.warning("start_retry", job_id=entry[:200].decode("utf-8", "replace"), kind=None, user=None,
                                  attempt=None, error=str(e))
-                self._sleep(min(0.1 * 2**attempt, 5.0), finishing=True)  # the entry is claimed: see _sleep
+                self._retry_wait(attempt, e)  # the entry is claimed: see _sleep
         raise redis.ConnectionError("take.lua: Redis unreachable")
 
     def taken(self, t: TakeResult) -> tuple[JobRecord, Run] | None:
@@ -437,11 +454,13 @@ class Slot:
         suffix = os.urandom(6).hex()
         for attempt in range(20):  # a lost reply is retried with the same suffix: start.lua is idempotent then
             try:
-                return self.q.start(self.proc, job, suffix=suffix, **args)  # type: ignore[arg-type]
+                started = self.q.start(self.proc, job, suffix=suffix, **args)  # type: ignore[arg-type]
+                self._unreplicated(False)
+                return started
             except RETRYABLE as e:
                 self._redis_error(e)
                 self.log.warning("start_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=None, error=str(e))
-                self._sleep(min(0.1 * 2**attempt, 5.0), finishing=True)
+                self._retry_wait(attempt, e)
         raise redis.ConnectionError("start.lua: Redis unreachable")
 
     def report_not_run(self, job: JobRecord, st: StartResult) -> None:
@@ -615,13 +634,14 @@ class Slot:
                     reply = self.q.settle(self.proc, job, st.token, verdict, lock_ttl_ms=self.lock_ttl,
                                           retention_s=self.retention, worker=self.worker_id,
                                           **common)  # type: ignore[arg-type]
+                self._unreplicated(False)
                 break
             except RETRYABLE as e:
                 lost_reply = True
                 self._redis_error(e)
                 self.log.warning("settle_retry", job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt,
                                  error=str(e))
-                self._sleep(min(0.1 * 2**attempt, 5.0), finishing=True)
+                self._retry_wait(attempt, e)
         else:  # pragma: no cover
             raise redis.ConnectionError("settle: Redis unreachable")
         if isinstance(taken, Taken) and isinstance(taken.started, Run):
@@ -660,7 +680,7 @@ class Slot:
                 break
             except RETRYABLE as e:
                 self._redis_error(e)
-                self._sleep(min(0.1 * 2**attempt, 2.0), finishing=True)
+                self._retry_wait(attempt, e, cap=2.0)
         else:
             return False
         ours = st.attempt if launched else st.attempt - 1

@@ -12,9 +12,9 @@ stated plainly: the whole pool lives on one shard.
 | ``started`` | hash | job id → claim stamp, ms (Redis TIME); the reaper stamps any entry without one |
 | ``job:<id>`` | hash | the job record (``types.JobRecord``) |
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
-| ``wait:<user>`` | list | the user's parked job ids, FIFO |
+| ``wait:<user>`` | list | the user's parked job ids: interactive ones (``!<id>``) first, each class FIFO |
 | ``waitusers`` | set | users with parked jobs (for the lost-promotion sweep) |
-| ``deps:<id>`` | list | jobs parked until ``<id>`` ends |
+| ``deps:<id>`` | list | jobs parked until ``<id>`` ends (``!<id>``: an interactive one, lib.lua ``park_entry``) |
 | ``delayed`` | zset | job id → due ms, business retries with backoff |
 | ``dead`` | list | dead-letter entries ``{raw, reason, at}`` |
 | ``host:<host>`` | string | liveness of a host's supervisor: ``Owner.holder`` (incarnation, boot id, pid), PX 3 × heartbeat |
@@ -26,8 +26,9 @@ stated plainly: the whole pool lives on one shard.
 | ``active`` | hash | user → running attempts (±1 on entering/leaving ``running``, lib.lua ``set_state``) |
 | ``inready`` | hash | user → id of the user's one "fair" entry in ``ready:lo`` (or parked behind its user) |
 | ``backlog:<user>`` | list | the user's further bulk job ids, FIFO (RPUSH / LPOP); one goes to ``ready:lo`` when the fair entry starts or ends |
+| ``inready:hi`` / ``hibacklog:<user>`` | hash / list | the same for interactive jobs and ``ready:hi`` (round robin across users inside the class) |
 | ``sem:<kind>:<user>`` | zset | ``per_user`` = N > 1: attempt token → expiry ms, at most N members |
-| ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, FIFO |
+| ``semwait:<kind>:<user>`` | list | jobs parked for that semaphore, as ``wait:<user>`` |
 | ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; trimmed by the housekeeper only (``supervisor/stream_trim.py``): below what every consumer group still needs, never past ``[events] max_backlog``; ``MAXLEN ~ 100000`` without a group |
 | ``events:gap:<group>`` | string | a consumer group lost entries to the ``max_backlog`` cap (``consumer.Gap`` JSON); the consumer resyncs, then deletes it |
 | ``events:parked:<group>`` | list | entries a group's ``apply`` failed on every try (``consumer.Parked`` JSON), acknowledged so the rest go on |
@@ -37,9 +38,10 @@ stated plainly: the whole pool lives on one shard.
 | ``runs`` | zset | run id → created ms (trimmed with the retention at submit) |
 | ``userruns:<user>`` | zset | the user's run ids → created ms |
 | ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
-| ``runwait:<id>`` | list | run jobs parked by ``max_parallel``; one is released when a run job leaves ``running`` |
+| ``runwait:<id>`` | list | run jobs parked by ``max_parallel`` (``!<id>``: interactive); one is released when a run job leaves ``running`` |
 | ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written before its settle (a fenced attempt's copy is never read) |
 | ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
+| ``writecheck`` | list | never written: ``status`` sends ``LPUSHX`` (a no-op on a missing key) to learn whether Redis refuses writes |
 """
 
 from __future__ import annotations
@@ -111,6 +113,12 @@ class Keys:
         return f"{self.base}:slots:{host_id}"
 
     @property
+    def write_check(self) -> str:
+        """Never written: status sends ``LPUSHX`` here (a no-op on a missing key) to learn whether
+        Redis refuses writes right now (out of memory, MISCONF, a replica), and Redis's words."""
+        return f"{self.base}:writecheck"
+
+    @property
     def depwaits(self) -> str:
         return f"{self.base}:depwaits"
 
@@ -123,6 +131,11 @@ class Keys:
     @property
     def inready(self) -> str:
         return f"{self.base}:inready"
+
+    @property
+    def inready_hi(self) -> str:
+        """user → the user's one fair entry in ``ready:hi`` (``inready`` for the interactive class)."""
+        return f"{self.base}:inready:hi"
 
     @property
     def events(self) -> str:
@@ -151,6 +164,16 @@ class Keys:
 
     def backlog(self, user: str) -> str:
         return f"{self.base}:backlog:{user}"
+
+    def hibacklog(self, user: str) -> str:
+        """The user's further interactive job ids, FIFO (``backlog:<user>`` of ``ready:hi``). Not
+        ``backlog:hi:<user>``: that is user ``hi:<user>``'s bulk backlog."""
+        return f"{self.base}:hibacklog:{user}"
+
+    def hi_keys(self, user: str) -> list[str]:
+        """The interactive class's fair keys every script that queues or starts a job takes as one
+        block (lib.lua ``with_hi``): ready:hi, inready:hi, hibacklog:<user>."""
+        return [self.ready_hi, self.inready_hi, self.hibacklog(user)]
 
     def sem(self, kind: str, user: str) -> str:
         return f"{self.base}:sem:{kind}:{user}"

@@ -223,12 +223,21 @@ class PoolCollector(Collector):
         yield GaugeMetricFamily(P + "dead_letter_entries", "Entries in the dead-letter list.", value=stats.dead_letter)
         yield GaugeMetricFamily(P + "jobs_failed_retained", "Failed jobs within the history retention.",
                                 value=stats.failed)
+        mem = self.probe.memory
+        if mem is not None:
+            yield GaugeMetricFamily(P + "redis_memory_used_bytes", "Redis used_memory (INFO memory).",
+                                    value=mem.used_bytes)
+            yield GaugeMetricFamily(P + "redis_maxmemory_bytes", "Redis maxmemory (0: no limit).",
+                                    value=mem.maxmemory_bytes)
+        refused = bool(self.probe.memory_health()[0])
+        yield GaugeMetricFamily(P + "redis_writes_refused", "1 while Redis refuses writes (out of memory, MISCONF, "
+                                "…; as status's problem), else 0.", value=int(refused))
         yield from self.run_metrics()
 
     def run_metrics(self) -> Iterable[Metric]:
         """Runs and events, from the probe's last read (this scrape's)."""
         t = self.probe.run_tracker
-        yield GaugeMetricFamily(P + "runs_active", "Runs pending or running (all hosts).", value=len(self.probe.runs))
+        yield GaugeMetricFamily(P + "runs_active", "Runs pending or running (all hosts).", value=self.probe.runs_active)
         ended = CounterMetricFamily(P + "runs_finished", "Runs that reached a final state since this supervisor "
                                     "started, by state (all hosts' runs: aggregate with max).", labels=["state"])
         for state in ("completed", "partial_success", "failed", "cancelled"):

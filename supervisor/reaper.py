@@ -43,11 +43,13 @@ from typing import Callable
 import redis
 
 from tender_pool.client import history
+from tender_pool.slots.connection import NOT_REPLICATED_RETRY_S, NotReplicated
 
 from . import stream_trim
 from .config import Config
 from .types import TERMINAL_STATES
 from .keys import Keys, Owner
+from .status_probe import redis_message
 
 TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 STUCK_MARGIN_S = 30.0
@@ -85,7 +87,9 @@ class Housekeeper(threading.Thread):
         self.lapsed = False  # a write found our host key gone: others may have reclaimed our lists
         self.last_loop = time.monotonic()  # last turn of the loop, Redis up or not: the daemon's watchdog
         self.taken_over: str | None = None  # the holder that took our host_id over (we must stop)
-        self.redis_ok = True
+        self.redis_ok = True  # False while Redis does not answer (a refusal is ``refused``, not this)
+        self.refused: tuple[float, str] | None = None  # (monotonic time, Redis's message): a write refused
+        self.unreplicated: float | None = None  # since when our writes run but are not acknowledged (status warns)
         self.redis_lost = False  # a Redis call failed since the last successful turn
         self.redis_back_at = -math.inf  # when Redis answered again after that (monotonic)
         self.judging_deferred = False  # logged "reclaim_deferred_after_redis_outage" for this outage
@@ -150,8 +154,24 @@ class Housekeeper(threading.Thread):
                 if now >= next_sweep:
                     self.sweep()
                     next_sweep = now + max(SWEEP_EVERY_S, 3 * self.cfg.pool.heartbeat)
-                self.redis_ok = True
+                self.redis_ok, self.unreplicated = True, None
                 backoff = period
+            except NotReplicated as e:  # Redis answers and ran it; no replica acknowledged yet
+                self.redis_errors += 1
+                if self.unreplicated is None:
+                    self.log.warning("housekeeper_not_replicated", error=str(e))
+                self.unreplicated = time.monotonic()
+                backoff = min(backoff * 2, NOT_REPLICATED_RETRY_S)
+            except redis.ResponseError as e:  # Redis answered, refusing (OOM, MISCONF, …): not unreachable
+                self.redis_errors += 1
+                message = redis_message(e)
+                if self.refused is None or self.refused[1] != message:
+                    self.log.warning("housekeeper_redis_refused", error=message)
+                self.refused = (time.monotonic(), message)
+                # nobody's heartbeat may be landing either: keys that expire now say nothing of their
+                # hosts, so judging waits as after an outage (``redis_back_at`` once a ping answers)
+                self.redis_lost = True
+                backoff = min(backoff * 2, self.backoff_max)
             except redis.RedisError as e:
                 self.redis_errors += 1
                 if self.redis_ok:

@@ -80,8 +80,9 @@ def format_status(st: dict) -> str:
         f"  queue    depth {_v(st['queue_depth'])} (queued {_v(st.get('queued'))}, running {_v(st.get('running'))}, "
         f"delayed {_v(st.get('delayed'))}, deferred {_v(st['deferred'])}), waiting ~{_v(st['waiting'])} "
         f"(estimate: depth − busy), dead-letter {_v(st['dead_letter'])}, failed {_v(st['failed'])}",
-        f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}",
-        *_active_runs(st.get("runs")),
+        f"  redis    {'ok' if st['redis_ok'] else 'UNREACHABLE'}"
+        f"{', ' + _memory(st['redis_memory']) if st.get('redis_memory') else ''}",
+        *_active_runs(st.get("runs"), st.get("runs_active")),
         *_consumers(st.get("consumers")),
     ]
     c = st.get("counters") or {}
@@ -108,8 +109,10 @@ def format_redis_view(v: dict) -> str:
         f"  queue    depth {_v(v.get('queue_depth'))} (queued {queued}, running {q.get('processing', 0)}, "
         f"delayed {q.get('delayed', 0)}, deferred {deferred}), waiting ~{_v(v.get('waiting'))} "
         f"(estimate: depth − busy), dead-letter {q.get('dead_letter', 0)}, failed {q.get('failed', 0)}",
-        *_active_runs(v.get("runs")),
+        *([f"  redis    {_memory(v['redis_memory'])}"] if v.get("redis_memory") else []),
+        *_active_runs(v.get("runs"), v.get("runs_active")),
         *_consumers(v.get("consumers")),
+        *(f"  ! {p}" for p in v.get("problems") or []),
         *(f"  warning: {w}" for w in v.get("warnings") or []),
     ]
     busy = {b["worker"]: b for b in v.get("busy") or []}
@@ -249,14 +252,25 @@ def format_runs(runs: list[dict]) -> str:
 ACTIVE_RUNS_SHOWN = 10
 
 
-def _active_runs(runs: list[dict] | None) -> list[str]:
+def _memory(m: dict) -> str:
+    """``memory 19.9 of 20.0 MiB (99 %, noeviction)`` (without a limit: ``memory 3.1 MiB (no maxmemory)``)."""
+    mib = 1024 * 1024
+    used, cap = m["used_bytes"], m["maxmemory_bytes"]
+    if not cap:
+        return f"memory {used / mib:.1f} MiB (no maxmemory)"
+    return f"memory {used / mib:.1f} of {cap / mib:.1f} MiB ({100 * used / cap:.0f} %, {m['policy']})"
+
+
+def _active_runs(runs: list[dict] | None, active: int | None = None) -> list[str]:
+    """The newest active runs; ``active`` counts them all (``runs`` lists at most 20)."""
     if not runs:
         return []
-    lines = [f"  runs     {len(runs)} active"]
+    total = max(active or 0, len(runs))
+    lines = [f"  runs     {total} active, newest first"]
     for r in runs[:ACTIVE_RUNS_SHOWN]:
         lines.append(f"    {r['id']}  {r['user']}  {r['kind']}  {format_counts(r.get('counts'))}")
-    if len(runs) > ACTIVE_RUNS_SHOWN:
-        lines.append(f"    … and {len(runs) - ACTIVE_RUNS_SHOWN} more (tender-pool runs list --state running)")
+    if total > ACTIVE_RUNS_SHOWN:
+        lines.append(f"    … and {total - ACTIVE_RUNS_SHOWN} more (tender-pool runs list --state running)")
     return lines
 
 

@@ -75,6 +75,7 @@ class SlotProc:
     restarts: int = 0
     boot_error: str | None = None  # it exited BOOT_ERROR: why, for status; not respawned
     fenced: bool = False  # stopped by the fence: whatever way it ends, its job was interrupted, not crashed
+    unreplicated: bool = False  # its last Beat: retrying a write no replica acknowledged yet (status warns)
 
     @property
     def stopping(self) -> bool:
@@ -161,7 +162,7 @@ class SlotTable:
     def spawned(self, s: SlotProc, pid: int, read_fd: int, now: float) -> None:
         # OFFLINE/CRASH_LOOPING -> STARTING
         s.pid, s.read_fd, s.reader = pid, read_fd, ReportReader()
-        s.state, s.busy, s.boot_error = SlotState.STARTING, None, None
+        s.state, s.busy, s.boot_error, s.unreplicated = SlotState.STARTING, None, None, False
         s.spawned_at = s.last_report = s.heard_from = now
 
     def new_list(self, s: SlotProc, name: Callable[[int], str]) -> None:
@@ -174,6 +175,10 @@ class SlotTable:
 
     def on_report(self, s: SlotProc, rep: SlotReport, now: float) -> None:
         s.last_report = now
+        if isinstance(rep, (Busy, Finished)):
+            s.unreplicated = False  # a start or settle landed, so replicated
+        if isinstance(rep, Beat):
+            s.unreplicated = rep.unreplicated
         if isinstance(rep, Busy):
             # IDLE/STARTING -> BUSY (or STOPPING, if asked to stop: it still finishes this job)
             s.busy, s.state = rep, SlotState.STOPPING if s.stopping else SlotState.BUSY
@@ -218,7 +223,7 @@ class SlotTable:
         interrupted = clean or s.intent is Intent.DRAIN or s.fenced
         ex = Exit(clean=clean, reason="drain" if interrupted else "crash", how=describe(code), job_death=job_death)
         s.fenced = False
-        s.pid, s.busy, s.read_fd = 0, None, -1
+        s.pid, s.busy, s.read_fd, s.unreplicated = 0, None, -1, False
         s.state = SlotState.OFFLINE  # any -> OFFLINE
         if s.intent is Intent.RETIRE:
             self.slots.remove(s)  # OFFLINE -> gone (scaled away)

@@ -8,8 +8,10 @@ main loop, so it takes a snapshot list and reads plain attributes (safe under th
 one report stale, never torn).
 
 Health: ``problems`` (each makes ``status`` exit 1) are a slot offline, crash-looping or unable to
-boot, a job past its deadline, Redis unreachable, a results or state directory that cannot be
-written; ``warnings`` (exit code unchanged) are Redis settings that can lose jobs silently.
+boot, a job past its deadline, Redis unreachable (only when it does not answer), Redis refusing
+writes (its own message: out of memory, MISCONF, …), a results or state directory that cannot be
+written; ``warnings`` (exit code unchanged) are Redis settings that can lose jobs silently and
+Redis memory past 80 % of maxmemory.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .config import Config
 from .control import Request
 from .keys import Keys
 from .procstat import ProcSampler
-from .status_probe import QueueProbe, QueueStats
+from .status_probe import REFUSAL_MEMO_S, QueueProbe, QueueStats, redis_message
 from .status_protocol import HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
 from .types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
 
@@ -189,6 +191,19 @@ class StatusBuilder:
                     out.append(f"{row.id} job {row.job_id} past its deadline ({row.elapsed_s:.0f} s > {limit:g} s)")
         return out + self.storage_problems()
 
+    def unreplicated(self, slots: list, house: Any) -> str | None:
+        """The warning while writes run on the primary but too few replicas acknowledge them (slots
+        and the housekeeper retry them, ``NotReplicated``): after a planned failover with one
+        replica, until Sentinel re-attaches the old primary, the pool would otherwise look idle."""
+        n = sum(1 for s in slots if getattr(s, "unreplicated", False))
+        house_waits = house is not None and getattr(house, "unreplicated", None) is not None
+        if not n and not house_waits:
+            return None
+        who = f"{n} slot(s)" if n else "the housekeeper"
+        return (f"waiting for a replica to acknowledge: {who} retrying writes the primary ran but fewer than "
+                f"{self.cfg.redis.wait_replicas} replica(s) acknowledged (redis.wait_replicas); "
+                "they resume once a replica is attached")
+
     def build(self) -> StatusView:
         now, wall_ms = time.monotonic(), int(time.time() * 1000)
         slots = list(self.slots())
@@ -197,14 +212,27 @@ class StatusBuilder:
         draining = self.draining()
         stats: QueueStats | None
         warnings: list[str] = []
+        redis_problems: list[str] = []
         try:
             stats = self.probe.read()
             redis_ok = house.redis_ok if house is not None else True
-            warnings = self.probe.warnings()
+            redis_problems, warnings = self.probe.memory_health()
+            warnings = warnings + self.probe.warnings()
+        except redis.ResponseError as e:  # Redis answered: not "unreachable"
+            stats, redis_ok = None, house.redis_ok if house is not None else True
+            redis_problems = [f"Redis answered status's read with an error: {redis_message(e)}"]
+            self.redis_errors += 1
         except redis.RedisError:
             stats, redis_ok = None, False
             self.redis_errors += 1
+        refused = getattr(house, "refused", None)  # the heartbeat's own write, refused
+        if refused is not None and time.monotonic() - refused[0] < REFUSAL_MEMO_S and redis_ok:
+            if not any(p.startswith("Redis refuses writes") for p in redis_problems):
+                redis_problems.append(f"Redis refuses writes: {refused[1]}")
         self.last_stats = stats
+        waiting = self.unreplicated(slots, house)
+        if waiting:
+            warnings = [waiting, *warnings]
         states = [r.state for r in rows]
         busy = states.count(SlotState.BUSY.value)
         offline = sum(st in (SlotState.OFFLINE.value, SlotState.CRASH_LOOPING.value) for st in states)
@@ -228,12 +256,14 @@ class StatusBuilder:
             counters=msgspec.structs.replace(c, reclaimed=c.reclaimed + (house.reclaimed if house is not None else 0)),
             slots=rows,
             runs=list(self.probe.runs) if stats else None,
+            runs_active=self.probe.runs_active if stats else None,
             consumers=list(self.probe.consumers) if stats else None,
             host_id=self.cfg.pool.host_id,
             pid=os.getpid(),
             uptime_s=round(now - self.started, 1),
             draining=draining,
-            problems=self.problems(slots, rows, redis_ok, draining) + consumer_problems(
+            redis_memory=self.probe.memory if stats else None,
+            problems=redis_problems + self.problems(slots, rows, redis_ok, draining) + consumer_problems(
                 self.probe.consumers if stats else None),
             warnings=warnings,
         )

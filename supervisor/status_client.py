@@ -20,12 +20,13 @@ import redis
 from .config import Config
 from .control import CONTROL_VERSION, ControlReply, Request
 from .keys import Owner
-from .status_probe import QueueProbe, QueueStats, redis_warnings
+from .status_probe import QueueProbe, QueueStats, redis_message, redis_warnings
 from .status_protocol import (
     REPLY_CAP,
     ConsumerRow,
     HostSlots,
     ProtocolError,
+    RedisMemory,
     RunRow,
     SlotRow,
     StatusReply,
@@ -119,8 +120,17 @@ class RedisView(msgspec.Struct):
     busy: list[BusyState]
     warnings: list[str] = []
     error: str | None = None
-    runs: list[RunRow] | None = None
+    runs: list[RunRow] | None = None  # the newest active runs, at most 20 (``status``'s ``runs``)
+    runs_active: int | None = None
     consumers: list[ConsumerRow] | None = None
+    hosts_total: int | None = None  # hosts that heartbeat lately; ``hosts`` shows the newest MAX_HOSTS
+    redis_memory: RedisMemory | None = None
+    problems: list[str] = []  # Redis refusing writes (its message)
+
+
+# ``hosts`` is trimmed after an hour of silence, but nothing bounds how many hosts a queue has: the
+# Redis view shows the newest this many (and says how many there are), so its reply stays bounded.
+MAX_HOSTS = 200
 
 
 def host_of_worker(worker_id: str) -> str:
@@ -141,25 +151,36 @@ def read_redis_view(probe: QueueProbe, url: str) -> RedisView:
         # The hosts that heartbeat lately (``hosts``), their slot tables, the busy states of the slots
         # those name: three reads whatever the keyspace holds (a SCAN walked all of it: 0.4 s at
         # 2 × 10⁵ keys, seconds at 2 × 10⁶)
-        listed = sorted(x.decode("utf-8", "replace") for x in r.zrange(k.hosts, 0, -1))
+        listed = sorted(x.decode("utf-8", "replace") for x in r.zrevrange(k.hosts, 0, MAX_HOSTS - 1))
+        hosts_total = r.zcard(k.hosts)
         tables = _decode_all(r, [k.host_slots(h) for h in listed], HostSlots)
         states = _decode_all(r, [k.busy(row.id) for t in tables for row in t.slots], BusyState)
         names = sorted({t.host_id for t in tables} | {host_of_worker(b.worker) for b in states})
         holders = dict(zip(names, r.mget([k.host(n) for n in names]) if names else []))
-        warnings = redis_warnings(r)
+        problems, warnings = probe.memory_health()
+        warnings = warnings + redis_warnings(r)
+    except redis.ResponseError as e:  # it answered: not unreachable
+        return RedisView(STATUS_PROTOCOL, True, None, None, None, [], [],
+                         error=f"Redis at {url} answered with an error: {redis_message(e)}")
     except redis.RedisError as e:
         return RedisView(STATUS_PROTOCOL, False, None, None, None, [], [], error=f"Redis unreachable at {url}: {e}")
     hosts, busy = live_hosts(tables, states, holders)
+    if hosts_total > MAX_HOSTS:
+        warnings = [*warnings, f"{hosts_total} hosts heartbeat lately: the {MAX_HOSTS} newest are shown"]
     return RedisView(STATUS_PROTOCOL, True, stats, stats.depth, max(0, stats.depth - len(busy)), hosts, busy, warnings,
-                     runs=list(probe.runs), consumers=list(probe.consumers))
+                     runs=list(probe.runs), runs_active=probe.runs_active, consumers=list(probe.consumers),
+                     hosts_total=hosts_total, redis_memory=probe.memory, problems=problems)
 
 
 def as_status(view: RedisView) -> StatusView:
     """The Redis view in ``status --json``'s shape, every live host's slots together (a busy state
     fills in its slot's job); ``counters``, ``pid``, ``uptime_s`` and ``host_id`` are null: no
-    supervisor was asked. ``problems`` are the slots offline or crash-looping, or Redis down."""
-    if not view.redis_ok or view.queue is None:
+    supervisor was asked. ``problems`` are the slots offline or crash-looping, Redis refusing writes,
+    or Redis down (only when it does not answer)."""
+    if not view.redis_ok:
         return StatusView(configured=0, redis_ok=False, problems=["redis unreachable"], error=view.error)
+    if view.queue is None:
+        return StatusView(configured=0, redis_ok=True, problems=[view.error or "no queue figures"], error=view.error)
     busy = {b.worker: b for b in view.busy}
     rows: list[SlotRow] = []
     for host in view.hosts:
@@ -176,8 +197,9 @@ def as_status(view: RedisView) -> StatusView:
         configured=len(rows), online=len(rows) - offline, busy=n_busy, idle=states.count("idle"), offline=offline,
         queue_depth=q.depth, waiting=max(0, q.depth - n_busy), queued=q.queued, running=q.processing,
         delayed=q.delayed, deferred=q.deferred, dead_letter=q.dead_letter, failed=q.failed, redis_ok=True,
-        slots=rows, runs=view.runs, consumers=view.consumers,
-        problems=[f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")]
+        slots=rows, runs=view.runs, runs_active=view.runs_active, consumers=view.consumers,
+        redis_memory=view.redis_memory,
+        problems=view.problems + [f"{r.id} {r.state}" for r in rows if r.state in ("offline", "crash-looping")]
         + consumer_problems(view.consumers),
         warnings=view.warnings,
     )

@@ -29,11 +29,16 @@ from tender_pool.client.models import Counts
 
 from .config import Config
 from .keys import Keys
-from .status_protocol import ConsumerRow, RunRow
+from .status_protocol import ConsumerRow, RedisMemory, RunRow
 
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
 WARNINGS_EVERY_S = 30.0
+MEMORY_WARN_AT = 0.8  # of maxmemory (CONTRACT.md)
+# A refusal stays a problem this long: near maxmemory Redis refuses a write whenever the one before
+# pushed it over, and accepts the next once memory fell back (19.9 of 20 MiB read "healthy" between
+# refused submits). Long enough to outlast that flicker, short enough to clear soon after a fix.
+REFUSAL_MEMO_S = 10.0
 
 
 class QueueStats(msgspec.Struct):
@@ -94,37 +99,52 @@ class Observed(msgspec.Struct):
 
 class RunTracker:
     """The active runs, and the runs that ended since this process started (for metrics), kept
-    incrementally so a read costs what changed, not the retention:
+    incrementally so a read costs what changed plus a bounded amount, never the number of runs:
 
-    - once, at the first read, every run of the ``runs`` index is looked at (its state);
+    - once, at the first read, every run of the ``runs`` index is looked at (its state, in
+      pipelines of ``CHECK_BATCH``);
     - then only the queue's ``events`` stream is tailed from where the last read stopped, for
       ``run_started`` (a new run, or a retried one reopening) and ``run_finished`` (an end: its final
-      state, job count and time from creation); the active runs' counts are read in one pipeline.
+      state, job count and time from creation);
+    - each read re-reads the newest active runs until ``SHOWN`` of them are confirmed active (their
+      counts are what ``status`` shows), and ``SWEEP`` more of the rest in turn, so a run that ended
+      without an event we saw (expired unsealed, deleted by hand) drops out of the count in time;
     - if trimming overtook the tail (``follow.trimmed_past``), the index is walked again.
 
-    Every host's probe sees every run of the queue: aggregate the run metrics with ``max`` across
-    hosts, not ``sum``. Not thread-safe by itself (``QueueProbe``'s lock guards it)."""
+    ``rows`` (newest first, at most ``SHOWN``) and ``count`` are what a read found: 49,157 open runs
+    made a 17.6 MB status reply when every one was listed. Every host's probe sees every run of the
+    queue: aggregate the run metrics with ``max`` across hosts, not ``sum``. Not thread-safe by
+    itself (``QueueProbe``'s lock guards it)."""
 
     TAIL_BATCH = 5000
     TAIL_MAX = 200_000  # per read; the rest next time
+    SHOWN = 20  # CONTRACT.md: ``runs`` lists at most the 20 newest active runs
+    SWEEP = 1000  # other active runs re-checked per read
+    CHECK_BATCH = 2000  # HMGETs per pipeline
 
     def __init__(self, client: redis.Redis, keys: Keys):
         self.r = client
         self.k = keys
         self.last_id: str | None = None  # None: not synced yet
-        self.active: dict[str, RunRow] = {}
+        self.active: dict[str, float] = {}  # run id -> created (ms), every active run
+        self.rows: list[RunRow] = []  # the newest active runs, newest first, at most SHOWN
         self.ended: dict[str, int] = {}  # final state → runs that reached it
         self.jobs = Observed.of(RUN_JOBS_BUCKETS)
         self.seconds = Observed.of(RUN_SECONDS_BUCKETS)
+        self._sweep_at = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.active)
 
     def read(self) -> list[RunRow]:
-        """The active runs, oldest first. Raises redis.RedisError."""
+        """The newest active runs, newest first (at most ``SHOWN``). Raises redis.RedisError."""
         if self.last_id is None or self._trimmed():
             self._sync()
         else:
             self._tail()
         self._refresh()
-        return sorted(self.active.values(), key=lambda row: row.id)
+        return self.rows
 
     def _trimmed(self) -> bool:
         try:
@@ -137,13 +157,25 @@ class RunTracker:
         """Every run of the index: the active ones kept, none counted as ended."""
         last = self.r.xrevrange(self.k.events, "+", "-", count=1)
         self.last_id = last[0][0].decode() if last else "0-0"
-        self.active = {}
-        for rid in self.r.zrange(self.k.runs, 0, -1):
-            self.active[rid.decode("utf-8", "replace")] = RunRow(rid.decode("utf-8", "replace"), "", "", Counts())
+        self.active = {rid.decode("utf-8", "replace"): created
+                       for rid, created in self.r.zrange(self.k.runs, 0, -1, withscores=True)}
+        ids = list(self.active)
+        for i in range(0, len(ids), self.CHECK_BATCH):
+            self._check(ids[i:i + self.CHECK_BATCH])
+
+    def _check(self, ids: list[str]) -> None:
+        """Drop the runs of ``ids`` that are no longer active: one pipeline."""
+        p = self.r.pipeline(transaction=False)
+        for rid in ids:
+            p.hget(self.k.run(rid), "state")
+        for rid, state in zip(ids, p.execute()):
+            if (state or b"").decode() not in ACTIVE:
+                self.active.pop(rid, None)
 
     def _tail(self) -> None:
         read = 0
         ended: list[tuple[str, str, int]] = []
+        started: set[str] = set()
         while read < self.TAIL_MAX:
             reply = self.r.xread({self.k.events: self.last_id}, count=self.TAIL_BATCH)
             entries = reply[0][1] if reply else []
@@ -154,8 +186,9 @@ class RunTracker:
                     if ev is not None:
                         etype, rid, state, total = ev
                         if etype == "run_started":
-                            self.active.setdefault(rid, RunRow(rid, "", "", Counts()))
+                            started.add(rid)
                         elif etype == "run_finished":
+                            started.discard(rid)
                             self.active.pop(rid, None)
                             ended.append((rid, state, total))
             if entries:
@@ -163,6 +196,13 @@ class RunTracker:
             read += len(entries)
             if len(entries) < self.TAIL_BATCH:
                 break
+        new = [rid for rid in started if rid not in self.active]
+        if new:  # their creation time orders them (a retried run reopens with its old one)
+            p = self.r.pipeline(transaction=False)
+            for rid in new:
+                p.zscore(self.k.runs, rid)
+            for rid, created in zip(new, p.execute()):
+                self.active[rid] = created if created is not None else time.time() * 1000
         if ended:
             p = self.r.pipeline(transaction=False)
             for rid, _, _ in ended:
@@ -174,22 +214,31 @@ class RunTracker:
                     self.seconds.observe(max(0, int(finished) - int(created)) / 1000)
 
     def _refresh(self) -> None:
-        """The active runs' user, kind and counts; drop those that are no longer active (a sync
-        starts with every run of the index)."""
-        ids = list(self.active)
-        if not ids:
-            return
-        p = self.r.pipeline(transaction=False)
-        for rid in ids:
-            p.hmget(self.k.run(rid), "state", "user", "kind", "total", *COUNT_NAMES)
-        for rid, v in zip(ids, p.execute()):
-            state = v[0].decode() if v[0] else None
-            if state not in ACTIVE:
-                self.active.pop(rid, None)
-                continue
-            n = [int(x) if x else 0 for x in v[3:]]
-            self.active[rid] = RunRow(rid, (v[1] or b"").decode("utf-8", "replace"),
-                                      (v[2] or b"").decode("utf-8", "replace"), Counts(*n))
+        """The newest ``SHOWN`` active runs' user, kind and counts (dropping any found no longer
+        active on the way), then ``SWEEP`` of the others re-checked: a bounded cost per read."""
+        newest = sorted(self.active, key=lambda rid: (self.active[rid], rid), reverse=True)
+        rows: list[RunRow] = []
+        at = 0
+        while len(rows) < self.SHOWN and at < len(newest):
+            batch = newest[at:at + 2 * self.SHOWN]
+            at += len(batch)
+            p = self.r.pipeline(transaction=False)
+            for rid in batch:
+                p.hmget(self.k.run(rid), "state", "user", "kind", "total", *COUNT_NAMES)
+            for rid, v in zip(batch, p.execute()):
+                state = v[0].decode() if v[0] else None
+                if state not in ACTIVE:
+                    self.active.pop(rid, None)
+                elif len(rows) < self.SHOWN:
+                    n = [int(x) if x else 0 for x in v[3:]]
+                    rows.append(RunRow(rid, (v[1] or b"").decode("utf-8", "replace"),
+                                       (v[2] or b"").decode("utf-8", "replace"), Counts(*n)))
+        self.rows = rows
+        rest = newest[at:]
+        if rest:
+            start = self._sweep_at % len(rest)
+            self._check((rest[start:] + rest[:start])[: self.SWEEP])
+            self._sweep_at = start + self.SWEEP
 
 
 COUNT_NAMES = ("queued", "waiting", "running", "completed", "failed", "cancelled", "skipped")
@@ -236,8 +285,11 @@ class QueueProbe:
         self._failure: tuple[float, redis.RedisError] | None = None
         self._warnings: tuple[float, list[str]] | None = None
         self.run_tracker = RunTracker(client, keys)
-        self.runs: list[RunRow] = []  # the active runs as of the last successful read
+        self.runs: list[RunRow] = []  # the newest active runs as of the last successful read (at most 20)
+        self.runs_active = 0  # every active run, as of the same read
         self.consumers: list[ConsumerRow] = []  # the event stream's consumer groups, same read
+        self.memory: RedisMemory | None = None  # as of the last read
+        self.refused: tuple[float, str] | None = None  # (monotonic time, Redis's message) of the last refusal
 
     @classmethod
     def for_config(cls, cfg: Config, timeout: float = PROBE_TIMEOUT_S) -> "QueueProbe":
@@ -250,9 +302,11 @@ class QueueProbe:
                 raise self._failure[1]
             try:
                 stats = self._read()
-                self.runs = self.run_tracker.read()
+                self.runs = list(self.run_tracker.read())
+                self.runs_active = self.run_tracker.count
                 self.consumers = [ConsumerRow(g.group, g.lag, g.pending, g.oldest_pending_age_s, g.gap)
                                   for g in consumer.groups(self.r, self.k)]
+                self._check_writes()
             except redis.RedisError as e:
                 self._failure = (time.monotonic(), e)
                 raise
@@ -296,6 +350,31 @@ class QueueProbe:
             failed=failed,
         )
 
+    def _check_writes(self) -> None:
+        """``memory`` from INFO, and whether Redis refuses a write now (``write_refusal``)."""
+        self.memory = redis_memory(self.r)
+        refused = write_refusal(self.r, self.k.write_check)
+        if refused is not None:
+            self.refused = (time.monotonic(), refused)
+
+    def note_refusal(self, message: str) -> None:
+        """A write of ours that Redis refused (the housekeeper's heartbeat, say): a problem for
+        ``REFUSAL_MEMO_S``, like one the probe saw itself."""
+        with self.lock:
+            self.refused = (time.monotonic(), message)
+
+    def memory_health(self) -> tuple[list[str], list[str]]:
+        """(problems, warnings) about Redis's memory and writes, as of the last read: a refusal within
+        ``REFUSAL_MEMO_S`` (Redis's own message), memory past ``MEMORY_WARN_AT`` of maxmemory."""
+        with self.lock:
+            problems, warnings = [], []
+            if self.refused is not None and time.monotonic() - self.refused[0] < REFUSAL_MEMO_S:
+                problems.append(f"Redis refuses writes: {self.refused[1]}")
+            warning = memory_warning(self.memory) if self.memory is not None else None
+            if warning:
+                warnings.append(warning)
+            return problems, warnings
+
     def warnings(self) -> list[str]:
         """``redis_warnings`` at most every WARNINGS_EVERY_S (a server's settings rarely change);
         an unreachable Redis gives no warnings here (it is a problem, reported apart)."""
@@ -335,3 +414,45 @@ def redis_warnings(client: redis.Redis) -> list[str]:
         out.append(f"Redis maxmemory-policy is {policy}: under memory pressure Redis evicts job records, locks "
                    "and processing lists (use noeviction)")
     return out
+
+
+# redis-py turns the reply's code into the exception's class and drops it from the message; put it
+# back so the problem reads as Redis wrote it ("OOM command not allowed when used memory > ...").
+_ERROR_CODES = ((redis.exceptions.OutOfMemoryError, "OOM"), (redis.exceptions.ReadOnlyError, "READONLY"))
+
+
+def redis_message(e: redis.ResponseError) -> str:
+    """An error reply as Redis wrote it."""
+    for cls, code in _ERROR_CODES:
+        if isinstance(e, cls):
+            return f"{code} {e}"
+    return str(e)
+
+
+def write_refusal(client: redis.Redis, key: str) -> str | None:
+    """Redis's message when it refuses a write now (out of memory under ``noeviction``, MISCONF after
+    a failed save, NOREPLICAS, a replica's READONLY), else None. ``LPUSHX`` on a key that never
+    exists: a write command Redis vets like any other, which changes nothing when accepted.
+    Raises redis.RedisError when Redis does not answer."""
+    try:
+        client.lpushx(key, "")
+    except redis.ResponseError as e:
+        return redis_message(e)
+    return None
+
+
+def redis_memory(client: redis.Redis) -> RedisMemory:
+    """``redis_memory`` from INFO memory. Raises redis.RedisError when Redis does not answer."""
+    info = client.info("memory")
+    return RedisMemory(int(info.get("used_memory", 0)), int(info.get("maxmemory", 0)),
+                       str(info.get("maxmemory_policy", "noeviction")))
+
+
+def memory_warning(mem: RedisMemory) -> str | None:
+    """A warning once Redis holds more than ``MEMORY_WARN_AT`` of its maxmemory (none without one)."""
+    if mem.maxmemory_bytes <= 0 or mem.used_bytes < MEMORY_WARN_AT * mem.maxmemory_bytes:
+        return None
+    mib = 1024 * 1024
+    return (f"Redis memory at {100 * mem.used_bytes / mem.maxmemory_bytes:.0f} % of maxmemory "
+            f"({mem.used_bytes / mib:.1f} of {mem.maxmemory_bytes / mib:.1f} MiB, policy {mem.policy}): "
+            "writes are refused once it is full")

@@ -120,6 +120,15 @@ class RunRow(msgspec.Struct):
     counts: Counts
 
 
+class RedisMemory(msgspec.Struct):
+    """``redis_memory`` in ``status``: Redis's ``used_memory``, ``maxmemory`` (0: no limit) and
+    ``maxmemory-policy``, from INFO."""
+
+    used_bytes: int
+    maxmemory_bytes: int
+    policy: str
+
+
 class ConsumerRow(msgspec.Struct):
     """A consumer group of the queue-wide event stream (``status``'s ``consumers``): entries not yet
     delivered, delivered and not acknowledged, the oldest of those's age, and whether it lost entries
@@ -144,7 +153,9 @@ class StatusView(msgspec.Struct, kw_only=True):
     (retry backoff), ``deferred`` (parked behind a user's lock or a dependency). Queue figures are
     null when Redis is down; ``error`` is set (and the counts null) when no daemon answered.
     ``warnings`` (Redis persistence off, an evicting policy) leave the exit code alone; ``problems``
-    make it 1. ``runs``: the active (pending or running) runs with their counts."""
+    make it 1. ``runs``: the newest active (pending or running) runs with their counts, at most 20;
+    ``runs_active`` counts them all. Every list here is bounded whatever Redis holds (slots by the
+    config, problems by the slots, warnings by the checks), so a reply always fits ``REPLY_CAP``."""
 
     version: int = STATUS_PROTOCOL
     configured: int
@@ -163,8 +174,10 @@ class StatusView(msgspec.Struct, kw_only=True):
     redis_ok: bool | None = None
     counters: CountersView | None = None
     slots: list[SlotRow] = []
-    runs: list[RunRow] | None = None  # active runs, oldest first; null when Redis is down
+    runs: list[RunRow] | None = None  # the newest active runs (at most 20), newest first; null when Redis is down
+    runs_active: int | None = None  # every active run (``runs`` lists the newest of them)
     consumers: list[ConsumerRow] | None = None  # consumer groups of the event stream; null when Redis is down
+    redis_memory: RedisMemory | None = None  # null when Redis does not answer
     host_id: str | None = None
     pid: int | None = None
     uptime_s: float | None = None

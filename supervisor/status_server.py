@@ -293,6 +293,10 @@ class StatusServer(threading.Thread):
             if c.frame.body is None:
                 return
             c.out = encode_frame(self._answer(c.frame.body))
+            if len(c.out) > REPLY_CAP:  # never a frame the client must refuse (it would read "no daemon")
+                self.log.error("status_reply_too_large", bytes=len(c.out))
+                c.out = encode_frame(StatusReply(STATUS_PROTOCOL, False,
+                                                 error=f"reply of {len(c.out)} bytes exceeds the {REPLY_CAP}-byte cap"))
             c.deadline = time.monotonic() + REPLY_DEADLINE_S
         if c.out:
             try:

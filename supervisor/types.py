@@ -379,9 +379,12 @@ class JobView(msgspec.Struct):
 class Beat(msgspec.Struct, tag="beat"):
     """Sent at least every heartbeat/3 seconds, idle or busy: the slot's loop is alive.
     ``redis_errors`` is cumulative for this slot process; the supervisor adds the deltas to its
-    metrics, so a SIGKILLed slot loses at most one beat's worth."""
+    metrics, so a SIGKILLed slot loses at most one beat's worth. ``unreplicated``: the slot is
+    retrying a start or settle that Redis ran but no replica acknowledged yet (``NotReplicated``;
+    a failover waiting for a replica), for ``status``'s warning."""
 
     redis_errors: int = 0
+    unreplicated: bool = False
 
 
 class Busy(msgspec.Struct, tag="busy"):

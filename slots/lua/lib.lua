@@ -36,6 +36,8 @@ end
 -- The context of one job for set_state: its key, id, user, run id ('' = plain job), item key, and
 -- its state block: events, active, inready, backlog:<user>, run:<run>, events:run:<run>,
 -- runwait:<run>, runjobs:<run> (b: a table of those eight names, in that order).
+-- The interactive class's own fair keys (ready:hi, inready:hi, hibacklog:<user>) are set by
+-- with_hi; a script without them can queue and consume bulk turns only.
 local function new_ctx(job_key, id, user, run_id, item_key, b, ready_lo, retention_s)
   return {job = job_key, id = id, user = user or '', run_id = run_id or '', item = item_key or '',
     events = b[1], active = b[2], inready = b[3], backlog = b[4],
@@ -50,45 +52,130 @@ local function state_ctx(i, job_key, id, user, run_id, item_key, ready_lo, reten
     ready_lo, retention_s)
 end
 
--- --- fairness: one "fair" entry per user in ready:lo, the rest in backlog:<user> ---------------
+-- Add the interactive class's keys to ctx: ready:hi, inready:hi, hibacklog:<user>, from KEYS[i..i+2]
+-- (keys.py Keys.hi_keys) or, with i a table, from it.
+local function with_hi(ctx, i)
+  local t = type(i) == 'table' and i or {KEYS[i], KEYS[i + 1], KEYS[i + 2]}
+  ctx.ready_hi, ctx.inready_hi, ctx.backlog_hi = t[1], t[2], t[3]
+  return ctx
+end
+
+-- --- classes: interactive before bulk, each in its order -----------------------------------------
+
+-- A slot idles blocked on ready:lo; a wake token at its pop end makes one look at ready:hi. Every
+-- push onto ready:hi leaves one (never two in a row).
+local function wake(ready_lo)
+  if redis.call('LINDEX', ready_lo, -1) ~= '~wake' then redis.call('RPUSH', ready_lo, '~wake') end
+end
+
+-- An entry parked in a wait list (wait:<user>, semwait:<kind>:<user>, runwait:<run>) carries its
+-- class: '!' .. id for an interactive job, the id for a bulk one (job ids never hold '!'; the
+-- `delayed` zset's convention). unmark: the id and whether it is interactive.
+local function unmark(e)
+  if string.sub(e, 1, 1) == '!' then return string.sub(e, 2), true end
+  return e, false
+end
+
+-- Insert e behind a wait list's interactive entries, before its first bulk one (the lists hold a
+-- few entries: a user's parked turns, not its backlog).
+local function insert_before_bulk(list, e)
+  local last = redis.call('LINDEX', list, -1)
+  if not last or string.sub(last, 1, 1) == '!' then redis.call('RPUSH', list, e) return end
+  for _, x in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    if string.sub(x, 1, 1) ~= '!' then
+      redis.call('LINSERT', list, 'BEFORE', x, e)
+      return
+    end
+  end
+end
+
+-- Park in a wait list in promotion order: the list's interactive entries first, each class FIFO.
+local function park_entry(list, id, interactive)
+  if interactive then insert_before_bulk(list, '!' .. id) else redis.call('RPUSH', list, id) end
+end
+
+-- LREM an id from a wait list in either class's spelling; returns how many went.
+local function unpark(list, id)
+  return redis.call('LREM', list, 0, id) + redis.call('LREM', list, 0, '!' .. id)
+end
+
+-- Put a promoted or released entry (marked as park_entry marks it) at the front (pop end) of its
+-- class's ready list: ready is {lo = ready:lo, hi = ready:hi} (hi nil: a caller without ready:hi
+-- puts every entry on ready:lo). Returns the id.
+local function push_front(ready, e)
+  local id, hi = unmark(e)
+  if hi and ready.hi then
+    redis.call('RPUSH', ready.hi, id)
+    wake(ready.lo)
+  else
+    redis.call('RPUSH', ready.lo, id)
+  end
+  return id
+end
+
+-- --- fairness: one "fair" entry per user and class in its ready list, the rest in its backlog ----
+-- bulk: ready:lo, inready, backlog:<user>; interactive: ready:hi, inready:hi, hibacklog:<user>.
+
+local function fair_keys(ctx, hi)
+  if hi then return ctx.ready_hi, ctx.inready_hi, ctx.backlog_hi end
+  return ctx.ready_lo, ctx.inready, ctx.backlog
+end
 
 -- A user with nothing running goes to the pop end (the front): it starts on the next free slot
 -- even behind another user's long run; else to the back, behind every other user's turn.
-local function push_fair(ctx, id)
+local function push_fair(ctx, hi, id)
+  local ready = fair_keys(ctx, hi)
   -- set_state remembers the count its HINCRBY returned: no second read of the same field.
   local n = ctx.n_active or tonumber(redis.call('HGET', ctx.active, ctx.user) or '0')
-  if n <= 0 then redis.call('RPUSH', ctx.ready_lo, id) else redis.call('LPUSH', ctx.ready_lo, id) end
+  if n <= 0 then redis.call('RPUSH', ready, id) else redis.call('LPUSH', ready, id) end
+  if hi then wake(ctx.ready_lo) end
 end
 
--- Queue a new (or retried) bulk job: the user's fair entry when it has none, else its backlog.
-local function queue_bulk(ctx, id)
-  if redis.call('HSETNX', ctx.inready, ctx.user, id) == 1 then
-    push_fair(ctx, id)
+-- Queue a new (or retried) job of its class (hi: interactive, which needs with_hi): the user's
+-- fair entry of that class when it has none, else the back of its backlog.
+local function queue_job(ctx, id, hi)
+  local _, inready, backlog = fair_keys(ctx, hi)
+  if redis.call('HSETNX', inready, ctx.user, id) == 1 then
+    push_fair(ctx, hi, id)
   else
-    redis.call('RPUSH', ctx.backlog, id)
+    redis.call('RPUSH', backlog, id)
   end
 end
 
--- The user's fair entry was consumed (started, ended, or parked behind a dependency): the next of
--- its backlog takes its place.
-local function topup(ctx)
+local function queue_bulk(ctx, id)
+  queue_job(ctx, id, false)
+end
+
+-- The user's fair entry of a class was consumed (started, ended, or parked behind a dependency):
+-- the next of that class's backlog takes its place.
+local function topup(ctx, hi)
+  local ready, inready, backlog = fair_keys(ctx, hi)
   local nxt
   if ctx.n_active then
     -- The user's running count is known (set_state's HINCRBY): one LMOVE pops and places it.
-    nxt = redis.call('LMOVE', ctx.backlog, ctx.ready_lo, 'LEFT', ctx.n_active <= 0 and 'RIGHT' or 'LEFT')
-    if nxt then redis.call('HSET', ctx.inready, ctx.user, nxt) end
-  else
-    nxt = redis.call('LPOP', ctx.backlog)
+    nxt = redis.call('LMOVE', backlog, ready, 'LEFT', ctx.n_active <= 0 and 'RIGHT' or 'LEFT')
     if nxt then
-      redis.call('HSET', ctx.inready, ctx.user, nxt)
-      push_fair(ctx, nxt)
+      redis.call('HSET', inready, ctx.user, nxt)
+      if hi then wake(ctx.ready_lo) end
+    end
+  else
+    nxt = redis.call('LPOP', backlog)
+    if nxt then
+      redis.call('HSET', inready, ctx.user, nxt)
+      push_fair(ctx, hi, nxt)
     end
   end
-  if not nxt then redis.call('HDEL', ctx.inready, ctx.user) end
+  if not nxt then redis.call('HDEL', inready, ctx.user) end
 end
 
+-- The job leaves its user's turn: whichever class's fair entry it is passes to that class's next.
+-- ctx.interactive (true / false; nil: unknown) spares the start path the other class's HGET.
 local function drop_fair(ctx)
-  if redis.call('HGET', ctx.inready, ctx.user) == ctx.id then topup(ctx) end
+  if ctx.inready_hi and ctx.interactive ~= false and redis.call('HGET', ctx.inready_hi, ctx.user) == ctx.id then
+    topup(ctx, true)
+  elseif ctx.interactive ~= true and redis.call('HGET', ctx.inready, ctx.user) == ctx.id then
+    topup(ctx, false)
+  end
 end
 
 -- --- events and runs ---------------------------------------------------------------------------
@@ -187,7 +274,7 @@ local function set_state(ctx, old, new, fields, consume_fair, now)
   end
   if old == 'running' and new ~= 'running' and maxp > 0 then
     local w = redis.call('LPOP', ctx.runwait)
-    if w then redis.call('RPUSH', ctx.ready_lo, w) end
+    if w then push_front({lo = ctx.ready_lo, hi = ctx.ready_hi}, w) end
   end
   local ended = counts.completed + counts.failed + counts.cancelled + counts.skipped
   local final = nil
@@ -203,14 +290,17 @@ end
 -- --- the user's lock (per_user = 1) --------------------------------------------------------------
 
 -- Hand the user's lock to the head of its wait list, reserved for that job ('r:<id>') so a later
--- job of the same user cannot overtake it, and push the head to the front of ready:lo.
+-- job of the same user cannot overtake it, and push the head to the front of its class's ready list
+-- (ready: {lo, hi}, see push_front). The wait list holds interactive waiters first (park_entry), so
+-- the head is the user's first interactive waiter, else its first bulk one.
 -- With no waiter the lock is deleted (`deleted`: the caller already did), a stale waitusers member
 -- is dropped by the unstick sweep. Returns the promoted id or false.
-local function promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms, deleted)
-  local head = redis.call('LPOP', wait_key)
-  if head then
+local function promote_waiter(lock_key, wait_key, waitusers_key, ready, user, ttl_ms, deleted)
+  local e = redis.call('LPOP', wait_key)
+  if e then
+    local head = unmark(e)
     redis.call('SET', lock_key, 'r:' .. head, 'PX', ttl_ms)
-    redis.call('RPUSH', ready_lo, head)
+    push_front(ready, e)
     if redis.call('LLEN', wait_key) == 0 then redis.call('SREM', waitusers_key, user) end
     return head
   end
@@ -221,35 +311,35 @@ end
 -- Compare-and-release: only the attempt whose token holds the lock may free it. GETDEL reads and
 -- frees in one command; a lock that turns out not to be ours (it expired and another attempt took
 -- it: rare) is put back at once, with a full TTL.
-local function release_lock(lock_key, wait_key, waitusers_key, ready_lo, user, token, ttl_ms)
+local function release_lock(lock_key, wait_key, waitusers_key, ready, user, token, ttl_ms)
   if token == nil or token == false or token == '' then return false end
   local cur = redis.call('GETDEL', lock_key)
   if cur ~= token then
     if cur then redis.call('SET', lock_key, cur, 'PX', ttl_ms) end
     return false
   end
-  return promote_waiter(lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms, true)
+  return promote_waiter(lock_key, wait_key, waitusers_key, ready, user, ttl_ms, true)
 end
 
--- per_user = N > 1: give the token's place back and wake the head waiter (no reservation: N > 1
--- promises no order between the user's jobs).
-local function release_sem(sem_key, semwait_key, ready_lo, token)
+-- per_user = N > 1: give the token's place back and wake the head waiter (interactive first, as
+-- in wait:<user>; no reservation: N > 1 promises no order between the user's running jobs).
+local function release_sem(sem_key, semwait_key, ready, token)
   if token == nil or token == false or token == '' then return end
   if redis.call('ZREM', sem_key, token) == 1 then
     local w = redis.call('LPOP', semwait_key)
-    if w then redis.call('RPUSH', ready_lo, w) end
+    if w then push_front(ready, w) end
   end
 end
 
 -- Release whatever concurrency the running attempt held (its `conc` field: 'lock' | 'sem' | '').
-local function release_held(conc, token, lock_key, wait_key, waitusers_key, ready_lo, user, ttl_ms, sem_key, semwait_key)
+local function release_held(conc, token, lock_key, wait_key, waitusers_key, ready, user, ttl_ms, sem_key, semwait_key)
   if conc == 'sem' then
-    release_sem(sem_key, semwait_key, ready_lo, token)
+    release_sem(sem_key, semwait_key, ready, token)
     return false
   elseif conc == 'none' then
     return false
   end
-  return release_lock(lock_key, wait_key, waitusers_key, ready_lo, user, token, ttl_ms)
+  return release_lock(lock_key, wait_key, waitusers_key, ready, user, token, ttl_ms)
 end
 
 -- Every terminal path (success, failure, cancel, dead-letter, crash cap) goes through here, so no
@@ -261,10 +351,13 @@ end
 -- at or below its oldest entry (ZADD LT), so the housekeeper's trim (history.trim) visits only the
 -- indexes holding something past the retention. A hash without user or kind (a dead-lettered bad
 -- record) is in `finished` only: history cannot decode it anyway.
-local function on_terminal(job_key, deps_key, ready_lo, finished_key, id, now, retention_s)
+-- The dependents go back to the front of their class's ready list: `ready` is ready:lo's name or
+-- {lo, hi} (push_front).
+local function on_terminal(job_key, deps_key, ready, finished_key, id, now, retention_s)
+  if type(ready) ~= 'table' then ready = {lo = ready} end
   local deps = redis.call('LRANGE', deps_key, 0, -1)
   if #deps > 0 then
-    for i = 1, #deps do redis.call('RPUSH', ready_lo, deps[i]) end
+    for i = 1, #deps do push_front(ready, deps[i]) end
     redis.call('DEL', deps_key)
   end
   redis.call('ZADD', finished_key, now, id)
@@ -294,7 +387,8 @@ end
 
 -- Start one claimed job: stamp, cancel check, dependencies, max_parallel, the kind's per-user
 -- concurrency (lock, semaphore or none) or park, attempt token, state change, busy state.
--- T: proc, job, started, lock, wait, waitusers, ready_lo, finished, deps, ctx, sem, semwait, busy
+-- T: proc, job, started, lock, wait, waitusers, ready ({lo, hi}), finished, deps, ctx, sem, semwait, busy,
+--    job_of (id → its job key, for a reserved waiter's class; nil: start.lua, no takeover)
 --    (keys); dep_pairs {{job:<dep>, deps:<dep>, dep id}, …}; id, user, suffix, worker, timeout_ms,
 --    lock_ttl, retention, max_waits, busy_state (table: attempt and started_at filled in here),
 --    busy_ttl, per_user, now.
@@ -311,7 +405,7 @@ local function start_job(T, j)
   end
 
   local function pass_reservation()
-    if is_reserved() then promote_waiter(T.lock, T.wait, T.waitusers, T.ready_lo, user, ttl) end
+    if is_reserved() then promote_waiter(T.lock, T.wait, T.waitusers, T.ready, user, ttl) end
   end
 
   local function unclaim()
@@ -322,14 +416,15 @@ local function start_job(T, j)
   local function finish(st, kind, msg)
     unclaim()
     set_state(ctx, state, st, {'error', err_json(kind, msg), 'finished_at', now, 'token', ''}, true, now)
-    on_terminal(T.job, T.deps, T.ready_lo, T.finished, id, now, T.retention)
+    on_terminal(T.job, T.deps, T.ready, T.finished, id, now, T.retention)
     pass_reservation()
     return {'ended', st, kind, msg}
   end
 
+  -- Parked in its class's order (park_entry): promoted interactive first, each class FIFO.
   local function park(list, reason, detail, consume_fair)
     unclaim()
-    redis.call('RPUSH', list, id)
+    park_entry(list, id, j.priority == 'interactive')
     set_state(ctx, state, 'waiting', {'waits', (tonumber(j.waits) or 0) + 1}, consume_fair, now)
     return {'parked', reason, detail}
   end
@@ -389,11 +484,23 @@ local function start_job(T, j)
         -- (which replaces the lock we just set).
         local r = park(T.wait, 'user', user, false)
         redis.call('SADD', T.waitusers, user)
-        promote_waiter(T.lock, T.wait, T.waitusers, T.ready_lo, user, ttl)
+        promote_waiter(T.lock, T.wait, T.waitusers, T.ready, user, ttl)
         return r
       end
     elseif prev == 'r:' .. id then
       redis.call('SET', T.lock, token, 'PX', ttl)  -- reserved for us by the release that promoted us
+    elseif j.priority == 'interactive' and T.job_of and string.sub(prev, 1, 2) == 'r:'
+        and redis.call('HGET', T.job_of(string.sub(prev, 3)), 'priority') ~= 'interactive' then
+      -- The release promoted a bulk waiter before this interactive job of the same user was
+      -- claimed (it was queued, not parked): interactive goes first (CONTRACT), so it takes the
+      -- lock. The bulk job, still at the front of ready:lo, goes back to the head of the user's
+      -- bulk waiters (already claimed by a slot: its start parks it behind this attempt).
+      redis.call('SET', T.lock, token, 'PX', ttl)
+      local b = string.sub(prev, 3)
+      if redis.call('LREM', T.ready.lo, -1, b) > 0 then
+        insert_before_bulk(T.wait, b)
+        redis.call('SADD', T.waitusers, user)
+      end
     else
       redis.call('SADD', T.waitusers, user)
       return park(T.wait, 'user', user, false)
@@ -423,7 +530,8 @@ end
 
 -- Settle one attempt, fenced by its token, and release what it held (S: settle.lua's keys and
 -- arguments by name; keep_busy: the caller starts the slot's next job, whose busy state replaces
--- this one, or clears it itself). Returns {'ok', promoted id or ''} | {'fenced'}.
+-- this one, or clears it itself; ready_hi: promoted waiters, released run waiters, dependents and a
+-- requeue go back to their own class's list). Returns {'ok', promoted id or ''} | {'fenced'}.
 local function settle_job(S)
   local id, token, outcome, now = S.id, S.token, S.outcome, S.now
   if not S.keep_busy then clear_busy(S.busy, id) end
@@ -433,6 +541,8 @@ local function settle_job(S)
     return {'fenced'}
   end
   local ctx = new_ctx(S.job, id, S.user, j[3], j[4], S.block, S.ready_lo, S.retention)
+  ctx.ready_hi = S.ready_hi
+  local ready = {lo = S.ready_lo, hi = S.ready_hi}
   local old = j[2]
   local fields = {}
   if not S.launched then
@@ -441,12 +551,12 @@ local function settle_job(S)
   end
   redis.call('LREM', S.proc, 1, id)
   redis.call('HDEL', S.started, id)
-  local promoted = release_held(j[5], token, S.lock, S.wait, S.waitusers, S.ready_lo, S.user, S.lock_ttl,
+  local promoted = release_held(j[5], token, S.lock, S.wait, S.waitusers, ready, S.user, S.lock_ttl,
     S.sem, S.semwait)
   -- The fair entry was consumed when the attempt started: nothing of the user's turn to pass on here.
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, S.ready_lo, S.finished, id, now, S.retention)
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention)
     if j[7] then
       -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
       redis.call('HSET', S.job, 'input_hash', S.input_hash)
@@ -455,7 +565,7 @@ local function settle_job(S)
   elseif outcome == 'failed' or outcome == 'cancelled' then
     if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
     set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, S.ready_lo, S.finished, id, now, S.retention)
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention)
   elseif outcome == 'retry' then
     redis.call('HINCRBY', S.job, 'tries', 1)
     set_state(ctx, old, 'queued', {'error', S.error, 'token', ''}, false, now)
@@ -463,7 +573,7 @@ local function settle_job(S)
   elseif outcome == 'requeue' then
     redis.call('HINCRBY', S.job, 'interruptions', 1)
     set_state(ctx, old, 'queued', {'token', ''}, false, now)
-    redis.call('RPUSH', S.ready_lo, id)
+    push_front(ready, j[6] == 'interactive' and ('!' .. id) or id)  -- back to its class, at the front
   else
     return redis.error_reply('unknown outcome ' .. tostring(outcome))
   end
@@ -496,7 +606,7 @@ end
 -- Claim (or take the given, already claimed entry) and start it, building the job's own key names
 -- from the queue's base the way supervisor/keys.py spells them (every name keeps the {queue} hash
 -- tag, so all stay in one cluster slot; tests/perf_correctness checks the spelling against Keys).
--- F: proc, hi, lo, started, waitusers, finished, events, active, inready, busy (keys).
+-- F: proc, hi, lo, started, waitusers, finished, events, active, inready, busy, inready_hi (keys).
 -- F.host: our host key (its PTTL is the host's lease).
 -- A: base, given (entry already in proc, '' = claim), min_lease (ms the lease must have left; 0 = no
 --    fence, no check), skip (an id never taken again: the job just
@@ -563,10 +673,13 @@ local function take_job(F, A)
     {F.events, F.active, F.inready, base .. ':backlog:' .. user, base .. ':run:' .. run,
      base .. ':events:run:' .. run, base .. ':runwait:' .. run, base .. ':runjobs:' .. run},
     F.lo, A.retention)
+  with_hi(ctx, {F.hi, F.inready_hi, base .. ':hibacklog:' .. user})
+  ctx.interactive = j.priority == 'interactive'
   local T = {proc = F.proc, job = job_key, started = F.started, lock = base .. ':lock:' .. user,
-    wait = base .. ':wait:' .. user, waitusers = F.waitusers, ready_lo = F.lo, finished = F.finished,
+    wait = base .. ':wait:' .. user, waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
     deps = base .. ':deps:' .. e, ctx = ctx, sem = base .. ':sem:' .. kind .. ':' .. user,
     semwait = base .. ':semwait:' .. kind .. ':' .. user, busy = F.busy, dep_pairs = dep_pairs,
+    job_of = function(x) return base .. ':job:' .. x end,
     id = e, user = user, suffix = A.suffix, worker = A.worker, timeout_ms = lim[1], lock_ttl = A.lock_ttl,
     retention = A.retention, max_waits = A.max_waits, busy_ttl = A.busy_ttl, per_user = lim[2], now = A.now,
     busy_state = {worker = A.worker, pid = A.pid, kind = kind, job_id = e, user = user,

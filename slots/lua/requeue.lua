@@ -1,10 +1,12 @@
--- Put an entry of a dead (or stuck) owner's processing list back at the front of ready, in one step
+-- Put an entry of a dead (or stuck) owner's processing list back at the front of its class's ready
+-- list (ready:hi for an interactive job, else ready:lo), in one step
 -- that re-checks what the caller decided on: the entry is still there and, for a remote owner, the
 -- owner's host is still dead. Never LREM-then-LPUSH from Python (kombu#1405).
 -- KEYS[1] processing list  KEYS[2] job:<entry>  KEYS[3] started  KEYS[4] lock:<user>  KEYS[5] wait:<user>
 -- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<entry>
 -- KEYS[10..17] the state block of the job's user and run (Keys.state_keys(user, run))
 -- KEYS[18] sem:<kind>:<user>  KEYS[19] semwait:<kind>:<user>  KEYS[20] proclists  KEYS[21] host:<owner host>
+-- KEYS[22] ready:hi
 -- ARGV: 1 entry, 2 reason crash|drain|deadline|unclaim, 3 owner incarnation that must be gone ('' =
 --       the caller saw the death itself), 4 crash cap, 5 lock TTL ms, 6 retention s, 7 user,
 --       8 '1' if the list is dead (drop it from proclists once empty), 9 the claim stamp (ms) the
@@ -49,7 +51,9 @@ local function owned_elsewhere(proc, worker, attempts)
 end
 
 redis.call('LREM', KEYS[1], 1, entry)
-local j = redis.call('HMGET', KEYS[2], 'state', 'token', 'run', 'key', 'conc', 'worker', 'attempts', 'proc')
+local j = redis.call('HMGET', KEYS[2], 'state', 'token', 'run', 'key', 'conc', 'worker', 'attempts', 'proc',
+  'priority')
+local ready = {lo = KEYS[7], hi = KEYS[22]}
 local state = j[1]
 if state == 'running' and owned_elsewhere(j[8], j[6], j[7]) then tidy() return {'gone'} end
 redis.call('HDEL', KEYS[3], entry)
@@ -63,7 +67,8 @@ if TERMINAL[state] then tidy() return {'gone'} end
 if state == 'running' then
   local now = now_ms()
   local ctx = state_ctx(10, KEYS[2], entry, ARGV[7], j[3], j[4], KEYS[7], ARGV[6])
-  release_held(j[5], j[2], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[7], tonumber(ARGV[5]), KEYS[18], KEYS[19])
+  ctx.ready_hi = KEYS[22]
+  release_held(j[5], j[2], KEYS[4], KEYS[5], KEYS[6], ready, ARGV[7], tonumber(ARGV[5]), KEYS[18], KEYS[19])
   redis.call('HINCRBY', KEYS[2], 'interruptions', 1)
   if reason ~= 'drain' and reason ~= 'unclaim' then
     local crashes = redis.call('HINCRBY', KEYS[2], 'crashes', 1)
@@ -71,13 +76,13 @@ if state == 'running' then
       set_state(ctx, state, 'failed', {'finished_at', now, 'token', '',
         'error', err_json('crash_cap', 'interrupted ' .. crashes .. ' times (' .. reason .. '); pool.crash_cap is ' .. ARGV[4])},
         false, now)
-      on_terminal(KEYS[2], KEYS[9], KEYS[7], KEYS[8], entry, now, ARGV[6])
+      on_terminal(KEYS[2], KEYS[9], ready, KEYS[8], entry, now, ARGV[6])
       tidy()
       return {'failed'}
     end
   end
   set_state(ctx, state, 'queued', {'token', ''}, false, now)
 end
-redis.call('RPUSH', KEYS[7], entry)
+push_front(ready, j[9] == 'interactive' and ('!' .. entry) or entry)
 tidy()
 return {'requeued'}

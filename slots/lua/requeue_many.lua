@@ -9,12 +9,13 @@
 -- the job's user, kind and run are read here, in the same step as its requeue.
 -- KEYS[1] processing list  KEYS[2] started  KEYS[3] waitusers  KEYS[4] ready:lo  KEYS[5] finished
 -- KEYS[6] events  KEYS[7] active  KEYS[8] inready  KEYS[9] proclists  KEYS[10] host:<owner host>
+-- KEYS[11] ready:hi
 -- ARGV: 1 base '<prefix>:{<queue>}', 2 reason, 3 owner incarnation that must be gone ('' = the caller
 --       saw the death itself), 4 crash cap, 5 lock TTL ms, 6 retention s, 7 '1' if the list is dead,
 --       8.. the entries
 -- Returns requeue.lua's verdict per entry, in the entries' order ('alive' | 'gone' | 'requeued' |
 -- 'failed' | 'raw').
-local F = {unpack(KEYS, 1, 10)}
+local F = {unpack(KEYS, 1, 11)}
 local base, reason, owner, cap, ttl, retention, dead = unpack(ARGV, 1, 7)
 local entries = {}  -- copied first: ARGV is rewritten per entry below
 for i = 8, #ARGV do entries[#entries + 1] = ARGV[i] end
@@ -32,7 +33,7 @@ for n, e in ipairs(entries) do
   KEYS[14], KEYS[15] = base .. ':run:' .. run, base .. ':events:run:' .. run
   KEYS[16], KEYS[17] = base .. ':runwait:' .. run, base .. ':runjobs:' .. run
   KEYS[18], KEYS[19] = base .. ':sem:' .. kind .. ':' .. user, base .. ':semwait:' .. kind .. ':' .. user
-  KEYS[20], KEYS[21] = F[9], F[10]
+  KEYS[20], KEYS[21], KEYS[22] = F[9], F[10], F[11]
   -- requeue.lua's ARGV: entry, reason, owner, cap, lock TTL, retention, user, list dead, no stamp
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5] = e, reason, owner, cap, ttl
   ARGV[6], ARGV[7], ARGV[8], ARGV[9] = retention, user, dead, ''

@@ -1,16 +1,16 @@
 -- Queue the next chunk of a sealed run's jobs (run_submit.lua staged them, unqueued), from the
 -- run's cursor `queued_to`: each job still `queued` is either skipped — a completed job of the same
 -- user and kind with the same input hash is in retention (done:<kind>:<user>:<hash> names it) and
--- the run is not `overwrite` — or queued: its staging expiry ends and it goes to ready:hi
--- (interactive) or through the user's fair entry and backlog (queue_job: one call per job, so the
--- queuing rule stays lib.lua's). A skipped job goes through set_state (run counts, job_skipped with
+-- the run is not `overwrite` — or queued: its staging expiry ends and it goes through the user's
+-- fair entry and backlog of its class (lib.lua queue_job: one call per job, so the queuing rule
+-- stays lib.lua's). A skipped job goes through set_state (run counts, job_skipped with
 -- `skipped_from`, the run's end if it was the last) and on_terminal (every history index, dependents,
 -- retention), like every other terminal state. A job no longer `queued` (a `runs cancel` during the
 -- queuing) is left as it is. Any caller may move the cursor (the submitter, its retry, the
 -- housekeeper for a submitter that died): each chunk is atomic and starts where the last one ended.
 -- KEYS[1] run:<run>  KEYS[2] runjobs:<run>  KEYS[3] events:run:<run>  KEYS[4] runwait:<run>
 -- KEYS[5] events  KEYS[6] active  KEYS[7] inready  KEYS[8] backlog:<user>  KEYS[9] ready:hi
--- KEYS[10] ready:lo  KEYS[11] finished  KEYS[12] runqueue
+-- KEYS[10] ready:lo  KEYS[11] finished  KEYS[12] runqueue  KEYS[13] inready:hi  KEYS[14] hibacklog:<user>
 -- The jobs' own keys (job:<id>, deps:<id>, done:<kind>:<user>:<hash>, job:<source>) are built from
 -- ARGV[1] as supervisor/keys.py spells them, under the same {queue} hash tag (as take.lua does).
 -- ARGV: 1 base '<prefix>:{<queue>}', 2 run id, 3 at most this many jobs, 4 retention s
@@ -32,18 +32,10 @@ local ids = redis.call('LRANGE', KEYS[2], from, from + max - 1)
 local now = now_ms()
 local ctx = new_ctx('', '', user, run_id, '', {KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[1], KEYS[3], KEYS[4], KEYS[2]},
   KEYS[10], retention)
+with_hi(ctx, {KEYS[9], KEYS[13], KEYS[14]})
+local hi = prio == 'interactive'
+ctx.interactive = hi
 local rstate, counts = nil, nil
-local pushed_hi = false
-
--- One job onto its queue: interactive to ready:hi, bulk through the user's fair entry.
-local function queue_job(id)
-  if prio == 'interactive' then
-    redis.call('LPUSH', KEYS[9], id)
-    pushed_hi = true
-  else
-    queue_bulk(ctx, id)
-  end
-end
 
 for _, id in ipairs(ids) do
   local jk = base .. ':job:' .. id
@@ -71,12 +63,9 @@ for _, id in ipairs(ids) do
         rstate, counts = st, c
       end
       emit(ctx, 'job_queued', rstate, counts, 'queued')
-      queue_job(id)
+      queue_job(ctx, id, hi)
     end
   end
-end
-if pushed_hi and redis.call('LINDEX', KEYS[10], -1) ~= '~wake' then
-  redis.call('RPUSH', KEYS[10], '~wake')  -- a slot blocked on ready:lo looks at ready:hi
 end
 local to = from + #ids
 redis.call('HSET', KEYS[1], 'queued_to', to)

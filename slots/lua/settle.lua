@@ -6,6 +6,8 @@
 -- KEYS[18] sem:<kind>:<user>  KEYS[19] semwait:<kind>:<user>  KEYS[20] delayed
 -- KEYS[21] busy:<worker id> (cleared while it still names this job, fenced or not)
 -- KEYS[22] done:<kind>:<user>:<ARGV[12]> (done:- when there is no such hash)
+-- KEYS[23] ready:hi (a promoted waiter, a released run waiter, a dependent or a requeue of an
+--          interactive job goes back there)
 -- ARGV: 1 id, 2 token, 3 outcome completed|failed|cancelled|retry|requeue, 4 result JSON ('' none),
 --       5 error JSON ('' none), 6 lock TTL ms, 7 retention s, 8 retry backoff ms, 9 user,
 --       10 '1' if a failure counts as a business try, 11 '0' if no handler process was started (a
@@ -18,7 +20,7 @@ local block = {}
 for i = 10, 17 do block[#block + 1] = KEYS[i] end
 return settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
   waitusers = KEYS[6], ready_lo = KEYS[7], finished = KEYS[8], deps = KEYS[9], block = block,
-  sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
+  sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22], ready_hi = KEYS[23],
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
   lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
   counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[12], now = now_ms()})

@@ -4,6 +4,7 @@
 -- queued the busy state is cleared (while it names the settled job) and the slot goes back to its
 -- blocking BLMOVE.
 -- KEYS[1..22] as settle.lua  KEYS[23] ready:hi  KEYS[24] host:<our host> (the lease, as take.lua's)
+-- KEYS[25] inready:hi
 -- ARGV[1..11] as settle.lua; then 12 base '<prefix>:{<queue>}', 13 token suffix for the next attempt
 --       (the same on a retry), 14 worker id, 15 slot pid, 16 max waits, 17 busy-state TTL ms,
 --       18 '1' on a retry after a lost reply, 19 kind limits JSON (as take.lua's ARGV), 20 ms our
@@ -27,13 +28,15 @@ end
 s = s or settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
   waitusers = KEYS[6], ready_lo = KEYS[7], finished = KEYS[8], deps = KEYS[9], block = block,
   sem = KEYS[18], semwait = KEYS[19], delayed = KEYS[20], busy = KEYS[21], done = KEYS[22],
+  ready_hi = KEYS[23],
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
   lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
   counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[21], now = now,
   keep_busy = true})
 local t = take_job(
   {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
-   events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24]},
+   events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24],
+   inready_hi = KEYS[25]},
   {base = ARGV[12], given = '', skip = skip, retry = retry, suffix = ARGV[13], worker = ARGV[14],
    pid = tonumber(ARGV[15]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[16]),
    busy_ttl = tonumber(ARGV[17]), limits = cjson.decode(ARGV[19]), min_lease = tonumber(ARGV[20]), now = now})

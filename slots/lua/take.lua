@@ -5,7 +5,7 @@
 -- the entry it got.
 -- KEYS[1] processing list  KEYS[2] ready:hi  KEYS[3] ready:lo  KEYS[4] started  KEYS[5] waitusers
 -- KEYS[6] finished  KEYS[7] events  KEYS[8] active  KEYS[9] inready  KEYS[10] busy:<worker id>
--- KEYS[11] host:<our host> (its PTTL is our lease)
+-- KEYS[11] host:<our host> (its PTTL is our lease)  KEYS[12] inready:hi
 -- The job's own keys (job, lock, wait, deps, backlog, run, sem, … of its user, kind and run) are
 -- built from ARGV[1] as supervisor/keys.py spells them, under the same {queue} hash tag.
 -- ARGV: 1 base '<prefix>:{<queue>}', 2 the entry BLMOVE moved into the list ('' = claim one here),
@@ -17,7 +17,8 @@
 --   (lib.lua take_job; the start answer is start.lua's).
 return take_job(
   {proc = KEYS[1], hi = KEYS[2], lo = KEYS[3], started = KEYS[4], waitusers = KEYS[5], finished = KEYS[6],
-   events = KEYS[7], active = KEYS[8], inready = KEYS[9], busy = KEYS[10], host = KEYS[11]},
+   events = KEYS[7], active = KEYS[8], inready = KEYS[9], busy = KEYS[10], host = KEYS[11],
+   inready_hi = KEYS[12]},
   {base = ARGV[1], given = ARGV[2], retry = ARGV[10] == '1', suffix = ARGV[3], worker = ARGV[4],
    pid = tonumber(ARGV[5]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[8]),
    busy_ttl = tonumber(ARGV[9]), limits = cjson.decode(ARGV[11]), min_lease = tonumber(ARGV[12]), now = now_ms()})

@@ -112,7 +112,7 @@ def _soak(h, st: Storm, seed: int, capsys) -> None:
     wait_until(lambda: not any(h.r.llen(k) for k in h.r.scan_iter(match=f"{base}:proc:*")), 30,
                what="empty processing lists")
     leftovers = {kind: [k.decode() for k in h.r.scan_iter(match=f"{base}:{kind}:*")]
-                 for kind in ("lock", "wait", "backlog", "sem", "semwait", "runwait", "deps")}
+                 for kind in ("lock", "wait", "backlog", "hibacklog", "sem", "semwait", "runwait", "deps")}
     assert not any(leftovers.values()), f"seed {seed}: left in Redis: {leftovers}"
     ready = [x for k in ("ready:hi", "ready:lo") for x in h.r.lrange(f"{base}:{k}", 0, -1) if x != b"~wake"]
     assert not ready and h.r.zcard(f"{base}:delayed") == 0, f"seed {seed}: ready {ready[:5]}"

@@ -24,9 +24,10 @@ def items(n: int, tag: str = "") -> list[dict]:
 
 
 def queued_ids(client) -> list[str]:
-    """Every id a slot could claim: ready lists and every backlog."""
+    """Every id a slot could claim: ready lists and every backlog (of both classes)."""
     k, out = client.k, []
-    for key in [k.ready_hi, k.ready_lo, *client.r.scan_iter(match=k.backlog("*"))]:
+    backlogs = [*client.r.scan_iter(match=k.backlog("*")), *client.r.scan_iter(match=k.hibacklog("*"))]
+    for key in [k.ready_hi, k.ready_lo, *backlogs]:
         out += [x.decode() for x in client.r.lrange(key, 0, -1) if x != b"~wake"]
     return out
 
@@ -197,17 +198,18 @@ def test_queuing_is_chunked_and_anyone_resumes_it(client, monkeypatch):
     with pytest.raises(Unavailable):
         client.submit_run("u1", "k", items(8), run_id="q", priority="interactive")
     monkeypatch.setattr(rs, "wait_replicated", real_wait)
-    # Then the run is visible, 3 of its jobs claimable, the rest waiting for the cursor
+    # Then the run is visible, 3 of its jobs claimable (the user's interactive turn and its
+    # backlog), the rest waiting for the cursor
     assert client.run("q").counts.queued == 8
-    assert client.r.lrange(client.k.ready_hi, 0, -1) == [b"q/3", b"q/2", b"q/1"]
+    assert queued_ids(client) == ["q/1", "q/2", "q/3"]
     assert client.r.hget(client.k.run("q"), "queued_to") == b"3" and client.r.zscore(client.k.runqueue, "q")
     # When the housekeeper's share runs (a pass of at most 2 chunks)
     now = int(client.r.time()[0]) * 1000 + 1000
     assert rs.queue_pending(client.writer, client.retention_s, 0, now, max_calls=1) == 1
-    assert client.r.llen(client.k.ready_hi) == 6
-    # and the submitter retries: the rest, once each
+    assert queued_ids(client) == [f"q/{i}" for i in range(1, 7)]
+    # and the submitter retries: the rest, once each, in item order
     client.submit_run("u1", "k", items(8), run_id="q", priority="interactive")
-    assert client.r.lrange(client.k.ready_hi, 0, -1) == [f"q/{i}".encode() for i in range(8, 0, -1)]
+    assert queued_ids(client) == [f"q/{i}" for i in range(1, 9)]
     assert not client.r.zscore(client.k.runqueue, "q")
     assert all(client.r.pttl(client.k.job(f"q/{i}")) == -1 for i in range(1, 9))
 

@@ -90,9 +90,9 @@ def world(h, q) -> str:
         assert isinstance(t, Taken) and isinstance(t.started, Run), (jid, t)
     assert claim(h, q, proc, "a2").started == Parked("user", USER)
     assert isinstance(claim(h, q, proc, "s3").started, Parked)
-    assert h.r.lrange(k.semwait("semkind", "sam"), 0, -1) == [b"s3"]
+    assert h.r.lrange(k.semwait("semkind", "sam"), 0, -1) == [b"!s3"]  # an interactive park: '!' + id
     assert isinstance(claim(h, q, proc, "R1/2").started, Parked)
-    assert h.r.lrange(k.runwait("R1"), 0, -1) == [b"R1/2"]
+    assert h.r.lrange(k.runwait("R1"), 0, -1) == [b"!R1/2"]
     assert claim(h, q, proc, "d1").started == Parked("dependency", "e1")
     h.r.lrem(k.ready_hi, 1, "c1")
     h.r.lpush(proc, "c1")
@@ -173,8 +173,10 @@ def housekeeper(h, q) -> tuple[Housekeeper, list]:
 
 
 def queued(h, q) -> list[bytes]:
-    """ready:lo's job entries, sorted (without the ~wake tokens interactive submits leave)."""
-    return sorted(e for e in h.r.lrange(q.k.ready_lo, 0, -1) if e != b"~wake")
+    """The ready lists' job entries, sorted (without the ~wake tokens interactive pushes leave): a
+    requeued interactive job goes back to ready:hi, a raw entry to ready:lo."""
+    ready = h.r.lrange(q.k.ready_hi, 0, -1) + h.r.lrange(q.k.ready_lo, 0, -1)
+    return sorted(e for e in ready if e != b"~wake")
 
 
 def running_list(h, q, owner: Owner, jobs: list[str]) -> str:

@@ -59,15 +59,16 @@ def test_take_parks_behind_the_users_lock_and_a_dependency_under_keys_names(h, q
     k = q.k
     first = submit(q, priority="interactive")
     second = submit(q, priority="interactive")
-    other = submit(q, user="bob", after=[first], priority="interactive")
     assert isinstance(q.take("p", args(), "s1").started, Run)
+    # bob runs nothing: his interactive turn goes ahead of the user's next one (round robin)
+    other = submit(q, user="bob", after=[first], priority="interactive")
     t = q.take("p", args(), "s2")
-    assert t.started == Parked("user", USER)
-    assert h.r.lrange(k.wait(USER), 0, -1) == [second.encode()]
-    assert h.r.sismember(k.waitusers, USER)
-    t = q.take("p", args(), "s3")
     assert t.started == Parked("dependency", first)
-    assert h.r.lrange(k.deps(first), 0, -1) == [other.encode()]
+    assert h.r.lrange(k.deps(first), 0, -1) == [b"!" + other.encode()]  # an interactive park: '!' + id
+    t = q.take("p", args(), "s3")
+    assert t.started == Parked("user", USER)
+    assert h.r.lrange(k.wait(USER), 0, -1) == [b"!" + second.encode()]
+    assert h.r.sismember(k.waitusers, USER)
     assert h.r.lrange("p", 0, -1) == [first.encode()]  # parked entries left the processing list
 
 
@@ -99,3 +100,14 @@ def test_take_leaves_raw_entries_and_drops_wake_tokens(h, q):
     t = q.take("p", args(), "s1")
     assert t == RawEntry(b'{"kind": "noop", "user": "x"}')
     assert h.r.lrange("p", 0, -1) == [t.entry] and h.r.llen(k.ready_lo) == 0
+
+
+@pytest.mark.timeout(30)
+def test_take_tops_up_the_users_interactive_fair_entry_from_its_own_backlog(h, q):
+    k = q.k
+    a, b = submit(q, priority="interactive"), submit(q, priority="interactive")
+    assert h.r.hget(k.inready_hi, USER).decode() == a and h.r.lrange(k.hibacklog(USER), 0, -1) == [b.encode()]
+    assert h.r.lrange(k.ready_hi, 0, -1) == [a.encode()] and h.r.llen(k.backlog(USER)) == 0
+    assert isinstance(q.take("p", args(), "s1").started, Run)
+    assert h.r.hget(k.inready_hi, USER).decode() == b and h.r.llen(k.hibacklog(USER)) == 0
+    assert h.r.lrange(k.ready_hi, 0, -1) == [b.encode()]
