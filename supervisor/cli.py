@@ -103,7 +103,7 @@ def run(config_path: str | None) -> None:
 @click.option("--user", "-u", required=True, help="The platform user the job belongs to (one running job per user).")
 @click.option("--kind", "-k", default="parse_markdown", show_default=True, help="Job kind: parse_markdown or a [handlers.NAME].")
 @click.option("--payload", help="JSON object; merged with {\"file\": …} when FILE is given.")
-@click.option("--job-id", help="Idempotency key: an id that already exists queues nothing.")
+@click.option("--job-id", help="Idempotency key: an id that already exists queues nothing. No '/' (a run's jobs are <run id>/<n>).")
 @click.option("--after", multiple=True, help="Run only after this job completed (repeatable).")
 @click.option("--priority", type=click.Choice(["interactive", "bulk"]), default="bulk", show_default=True)
 @click.option("--wait", is_flag=True, help="Wait for the job to end and print it as `job --json` does.")
@@ -363,19 +363,23 @@ def runs() -> None:
 @click.option("--priority", type=click.Choice(["interactive", "bulk"]), default="bulk", show_default=True)
 @click.option("--max-parallel", type=click.IntRange(min=1), help="At most N of the run's jobs run at once.")
 @click.option("--overwrite", is_flag=True, help="Run every item, even one whose input is unchanged since a completed job.")
+@click.option("--run-id", help="Idempotency key: submitting again with this id and the same items resumes or "
+              "returns that run, never a second one (other items: exit 2). Else an id is generated.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as `runs show --json` does.")
 @config_option
 def runs_submit(user: str, kind: str, items_path: str, priority: str, max_parallel: int | None, overwrite: bool,
-                as_json: bool, config_path: str | None) -> None:
-    """Create a run: one job per line of --items, queued at once (or skipped: an item whose input
-    hash equals a completed job's still in retention points at that job's result). Prints the run
-    id. Exit 2 for a bad or repeated line (its number named) or an empty file."""
+                run_id: str | None, as_json: bool, config_path: str | None) -> None:
+    """Create a run: one job per line of --items (ids <run id>/<n>), queued at once (or skipped: an
+    item whose input hash equals a completed job's still in retention points at that job's result).
+    The run is written in chunks and sealed by the last: after a timeout (exit 4), submit again with
+    the same --run-id. Prints the run id. Exit 2 for a bad or repeated line (its number named), an
+    empty file, or a --run-id that exists with other items."""
     from tender_pool.client.items import read_jsonl
     from tender_pool.client.errors import BadInput
 
     cfg = _config(config_path)
-    for opt, value in (("--user", user), ("--kind", kind)):
-        if _not_utf8(value):
+    for opt, value in (("--user", user), ("--kind", kind), ("--run-id", run_id)):
+        if value is not None and _not_utf8(value):
             _fail(f"{opt}: not valid UTF-8", EXIT_BAD_INPUT)
     try:
         with click.open_file(items_path, "rb") as f:
@@ -386,7 +390,7 @@ def runs_submit(user: str, kind: str, items_path: str, priority: str, max_parall
         _fail(f"--items {items_path}: {e}", EXIT_BAD_INPUT)
     with _calls(cfg):
         run = _client(cfg).submit_run(user, kind, items, priority=priority, max_parallel=max_parallel,
-                                      overwrite=overwrite)
+                                      overwrite=overwrite, run_id=run_id)
     click.echo(msgspec.json.encode(run).decode() if as_json else run.id)
 
 

@@ -168,6 +168,8 @@ def format_job(v: dict) -> str:
         lines.append(f"  payload {json.dumps(v['payload'], ensure_ascii=False, separators=(',', ':'))}")
     if v.get("error"):
         lines.append(f"  error {v['error']['kind']}: {v['error']['message']}")
+    if v.get("skipped_from"):
+        lines.append(f"  skipped: unchanged input, the result of {v['skipped_from']}")
     if v.get("result") is not None:
         lines.append(f"  result {json.dumps(v['result'], ensure_ascii=False, separators=(',', ':'))}")
     return "\n".join(lines)
@@ -212,18 +214,21 @@ def format_event(ev: dict) -> str:
             what += f" {ev['message']}"
         if ev.get("chunk"):
             what += f" +{len(ev['chunk'])} chars"
+    if ev.get("skipped_from"):
+        what += f" (result of {ev['skipped_from']})"
     if ev.get("gap"):
         what += " (events were trimmed: showing the state now)"
     return f"{progress_bar(ev.get('counts'))}  {_v(ev.get('state'))}  {format_counts(ev.get('counts'))}  {what}"
 
 
-RUN_JOB_HEADER = ["JOB", "KEY", "STATE", "ERROR"]
+RUN_JOB_HEADER = ["JOB", "KEY", "STATE", "ERROR / SKIPPED FROM"]
 
 
 def format_run(run: dict) -> str:
     """``runs show``: the run, its counts and each job."""
     rows = [[j["id"], _cut(j["key"], 40), j["state"],
-             f"{j['error']['kind']}: {j['error']['message']}"[:60] if j.get("error") else "-"] for j in run.get("jobs") or []]
+             f"{j['error']['kind']}: {j['error']['message']}"[:60] if j.get("error")
+             else f"result of {j['skipped_from']}" if j.get("skipped_from") else "-"] for j in run.get("jobs") or []]
     return "\n".join([
         f"run {run['id']}  {run['state']}",
         f"  user {run['user']}  kind {run['kind']}  created {_v(run.get('created_at'))}  finished {_v(run.get('finished_at'))}",
