@@ -158,7 +158,7 @@ class CommandKind:
 PRELOAD_BY_EXTENSION: dict[str, tuple[str, ...]] = {
     ".docx": ("tender_pool.extract.docx",),
     ".xlsx": ("tender_pool.extract.xlsx", "openpyxl"),
-    ".pdf": ("tender_pool.extract.pdf", "pypdf"),
+    ".pdf": ("tender_pool.extract.pdf", "pypdfium2"),
     ".rtf": ("tender_pool.extract.rtf", "striprtf.striprtf"),
     ".html": ("tender_pool.extract.html",),
     ".htm": ("tender_pool.extract.html",),
