@@ -218,6 +218,7 @@ class Replica:
             sampler.stop()
             self.peer.stop()
         batch = [recs[i] for i in ids]
+        deferred = int(self.r.get("bench:docs:replica:deferred") or 0)
         s = recs[small_id]
         own = sum(v[1] for v in cpu.values())
         reaped = sum(v[2] for v in cpu.values())
@@ -235,7 +236,7 @@ class Replica:
             "claim": {f: [x["t1"] - x["t0"] for x in batch if fmt_of(x["file"]) == f] for f in {fmt_of(p) for _, p in jobs}},
             "small": s["t1"] - s["t_enq"], "small_claim": s["t1"] - s["t0"], "alone": statistics.median(alone),
             "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples,
-            "failed": sum(1 for x in batch if not x["ok"]), "md": md,
+            "failed": sum(1 for x in batch if not x["ok"]), "md": md, "collisions": deferred,
             "errors": sorted({x["err"].strip().splitlines()[-1] for x in batch if not x["ok"] and x["err"].strip()})[:3],
         }
 
@@ -260,9 +261,9 @@ class Ours:
     def roots(self) -> list[int]:
         return [self.d.pid] if self.d else []
 
-    def stamps(self, jid: str) -> tuple[float, float, str]:
-        s, f, st = self.r.hmget(self.c.k.job(jid), "started_at", "finished_at", "state")
-        return int(s) / 1000, int(f) / 1000, st.decode()
+    def stamps(self, jid: str) -> tuple[float, float, str, int]:
+        s, f, st, w = self.r.hmget(self.c.k.job(jid), "started_at", "finished_at", "state", "waits")
+        return int(s) / 1000, int(f) / 1000, st.decode(), int(w or 0)
 
     def run(self, jobs, small: str, redis_pid: int) -> dict:
         from measure import kill_group
@@ -290,7 +291,7 @@ class Ours:
             for i in range(ALONE):
                 aid = self.c.submit(f"alone{i}", "parse_markdown", {"file": small}, priority="interactive").id
                 wait_for(lambda: self.done() >= n + 2 + i, 120, "ours: the small document alone")
-                s0, f0, _ = self.stamps(aid)
+                s0, f0, *_ = self.stamps(aid)
                 alone.append(f0 - s0)
             recs = {j: self.stamps(j) for j in ids}
             md = {}
@@ -312,7 +313,7 @@ class Ours:
                 kill_group(self.d.pid)
                 self.d.wait()
                 self.d = None
-        s_start, s_fin, _ = self.stamps(small_id)
+        s_start, s_fin, *_ = self.stamps(small_id)
         first = min(v[0] for v in recs.values())
         last = max(v[1] for v in recs.values())
         parts: dict[str, float] = {}
@@ -331,6 +332,7 @@ class Ours:
                       for f in {fmt_of(p) for _, p in jobs}},
             "small": s_fin - t_sub, "small_claim": s_fin - s_start, "alone": statistics.median(alone),
             "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "failed": failed, "md": md,
+            "collisions": sum(v[3] for v in recs.values()),
         }
 
 
@@ -484,6 +486,8 @@ def report(res: dict[str, list[dict]], formats: list[str], a, n: int, distinct: 
           + (f" ({', '.join(sorted(bad_files)[:8])})" if bad_files else ""))
     print("failed jobs: " + ", ".join(f"{nm} {sum(r['failed'] for r in res.get(nm, []))}" for nm in names)
           + "".join(f"; replica errors: {r['errors']}" for r in res.get("replica", [])[:1] if r.get("errors")))
+    print("a job found its user's lock taken (replica: Retry(defer=0.5 s) raised; ours: parked, job hash `waits`): "
+          + ", ".join(f"{nm} {fmt([r['collisions'] for r in res.get(nm, [])], 0)}" for nm in names[:2]))
     print("PSS samples per run: " + ", ".join(f"{nm} {fmt([r['samples'] for r in res.get(nm, [])], 0)}"
                                                 for nm in names[:2]))
     # the targets, as ratios of this run's medians

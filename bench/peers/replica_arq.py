@@ -4,7 +4,7 @@ colliding job back with ``Retry(defer)``, and per job a new Python runner proces
 (``replica_runner.py``, in our venv: it imports our readers and, for .doc/.xls, starts a cold JVM).
 
 One job: ``parse(ctx, user, path, t_enq)``. It takes ``replica:lock:<user>`` (SET NX PX), or raises
-``Retry(defer=BENCH_REPLICA_DEFER_S)`` (ARQ adds the defer to the job's score; the job is polled
+``Retry(defer=BENCH_REPLICA_DEFER_S)``, counted in ``bench:docs:replica:deferred`` (ARQ adds the defer to the job's score; the job is polled
 again after it). With the lock: the runner writes ``<out>/<job id>.md``; the lock is released; one
 RPUSH to ``bench:docs:replica`` records ``{id, user, file, t_enq, t0, t1, ok, err, pid}`` (time.time()):
 t0 just after the lock, t1 after the runner exited and the lock was released. Every Retry consumes
@@ -26,6 +26,7 @@ from arq.connections import RedisSettings
 
 RUNNER = str(Path(__file__).resolve().with_name("replica_runner.py"))
 RECORDS = "bench:docs:replica"
+DEFERRED = "bench:docs:replica:deferred"  # how many times a job found its user's lock taken
 LOCK_MS = 610_000  # the longest job (the extraction timeout, 600 s) + 10 s, as a lock's TTL
 DEFER_S = float(os.environ.get("BENCH_REPLICA_DEFER_S", "0.5"))
 
@@ -34,6 +35,7 @@ async def parse(ctx, user: str, path: str, t_enq: float):
     r, jid = ctx["redis"], ctx["job_id"]
     lock = f"replica:lock:{user}"
     if not await r.set(lock, jid, nx=True, px=LOCK_MS):
+        await r.incr(DEFERRED)
         raise Retry(defer=DEFER_S)
     t0 = time.time()
     out = os.path.join(os.environ["BENCH_REPLICA_OUT"], f"{jid}.md")
