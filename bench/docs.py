@@ -85,6 +85,7 @@ class Sampler(threading.Thread):
         self.stop_ev = threading.Event()
         self.rss = self.pss = 0.0
         self.samples = 0
+        self.at_peak: dict[str, list[float]] = {}  # kind → [processes, RSS MiB, PSS MiB] in the peak PSS sample
 
     def run(self) -> None:
         import psutil
@@ -93,13 +94,21 @@ class Sampler(threading.Thread):
         while not self.stop_ev.is_set():
             procs = tree(self.roots() + self.extra, exclude=())
             rss = pss = 0
+            parts: dict[str, list[float]] = {}
             for p in procs:
                 try:
                     m = p.memory_full_info()
+                    kind = kind_of(p)
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
                 rss += m.rss
                 pss += m.pss
+                part = parts.setdefault(kind, [0, 0.0, 0.0])
+                part[0] += 1
+                part[1] += m.rss / 2**20
+                part[2] += m.pss / 2**20
+            if pss / 2**20 > self.pss:
+                self.at_peak = parts
             self.rss, self.pss = max(self.rss, rss / 2**20), max(self.pss, pss / 2**20)
             self.samples += 1
             self.stop_ev.wait(SAMPLE_S)
@@ -107,6 +116,21 @@ class Sampler(threading.Thread):
     def stop(self) -> None:
         self.stop_ev.set()
         self.join()
+
+
+def kind_of(p) -> str:
+    """supervisor / slot / job child (a slot's fork) / java / runner / arq / redis-server."""
+    title = " ".join(p.cmdline())
+    if title.startswith("tender-pool: "):
+        k = title.split()[1]
+        return {"slot": "slot", "supervisor": "supervisor"}.get(k, f"tender-pool {k}")
+    if p.name() == "java":
+        return "java"
+    if "replica_runner.py" in title:
+        return "runner"
+    if "replica_arq" in title:
+        return "arq worker"
+    return p.name()
 
 
 def tree_cpu(roots: list[int]) -> dict[int, tuple[str, float, float]]:
@@ -235,7 +259,7 @@ class Replica:
             "busy": (own + reaped + rc1 - rc0) / (max(last, s["t1"]) - t_launch),
             "claim": {f: [x["t1"] - x["t0"] for x in batch if fmt_of(x["file"]) == f] for f in {fmt_of(p) for _, p in jobs}},
             "small": s["t1"] - s["t_enq"], "small_claim": s["t1"] - s["t0"], "alone": statistics.median(alone),
-            "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples,
+            "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "at_peak": sampler.at_peak,
             "failed": sum(1 for x in batch if not x["ok"]), "md": md, "collisions": deferred,
             "errors": sorted({x["err"].strip().splitlines()[-1] for x in batch if not x["ok"] and x["err"].strip()})[:3],
         }
@@ -331,7 +355,7 @@ class Ours:
             "claim": {f: [recs[j][1] - recs[j][0] for (u, p), j in zip(jobs, ids) if fmt_of(p) == f]
                       for f in {fmt_of(p) for _, p in jobs}},
             "small": s_fin - t_sub, "small_claim": s_fin - s_start, "alone": statistics.median(alone),
-            "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "failed": failed, "md": md,
+            "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "at_peak": sampler.at_peak, "failed": failed, "md": md,
             "collisions": sum(v[3] for v in recs.values()),
         }
 
@@ -488,6 +512,11 @@ def report(res: dict[str, list[dict]], formats: list[str], a, n: int, distinct: 
           + "".join(f"; replica errors: {r['errors']}" for r in res.get("replica", [])[:1] if r.get("errors")))
     print("a job found its user's lock taken (replica: Retry(defer=0.5 s) raised; ours: parked, job hash `waits`): "
           + ", ".join(f"{nm} {fmt([r['collisions'] for r in res.get(nm, [])], 0)}" for nm in names[:2]))
+    print("at the peak PSS sample, by process kind (processes, RSS, PSS MiB; each run):")
+    for nm in names[:2]:
+        for r in res.get(nm, []):
+            print(f"  {nm}: " + "; ".join(f"{k} ×{v[0]} {v[1]:.0f} / {v[2]:.0f}"
+                                          for k, v in sorted(r["at_peak"].items(), key=lambda kv: -kv[1][2])))
     print("PSS samples per run: " + ", ".join(f"{nm} {fmt([r['samples'] for r in res.get(nm, [])], 0)}"
                                                 for nm in names[:2]))
     # the issue's targets, as ratios of this run's medians
