@@ -191,10 +191,11 @@ class Replica:
         self.tmp = tmp
 
     def _env(self, base):
+        """Peer.env (the socket, the queue name, PYTHONPATH=bench/peers) plus where the runner writes and
+        which python runs it: ours, so the runner imports our readers, not anything of ARQ's venv."""
         def env(extra=None):
             e = base(extra)
             e.update(self.extra)
-            # the runner imports our package from our venv; nothing of ARQ's venv must leak into it
             return e
         return env
 
@@ -254,14 +255,17 @@ class Replica:
         return {
             "f2l": n / (last - first), "e2e": n / (last - t_launch), "boot": first - t_launch,
             "cpu": (own + reaped + rc1 - rc0) * 1000 / (n + 1),
-            "cpu_parts": {"arq workers' own": own * 1000 / (n + 1), "runners + cold JVMs (reaped)": reaped * 1000 / (n + 1),
+            "cpu_parts": {"arq workers' own": own * 1000 / (n + 1),
+                          "runners + cold JVMs (reaped)": reaped * 1000 / (n + 1),
                           "redis": (rc1 - rc0) * 1000 / (n + 1)},
             "busy": (own + reaped + rc1 - rc0) / (max(last, s["t1"]) - t_launch),
-            "claim": {f: [x["t1"] - x["t0"] for x in batch if fmt_of(x["file"]) == f] for f in {fmt_of(p) for _, p in jobs}},
+            "claim": {f: [x["t1"] - x["t0"] for x in batch if fmt_of(x["file"]) == f]
+                      for f in {fmt_of(p) for _, p in jobs}},
             "small": s["t1"] - s["t_enq"], "small_claim": s["t1"] - s["t0"], "alone": statistics.median(alone),
             "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "at_peak": sampler.at_peak,
             "failed": sum(1 for x in batch if not x["ok"]), "md": md, "collisions": deferred,
-            "errors": sorted({x["err"].strip().splitlines()[-1] for x in batch if not x["ok"] and x["err"].strip()})[:3],
+            "errors": sorted({x["err"].strip().splitlines()[-1]
+                              for x in batch if not x["ok"] and x["err"].strip()})[:3],
         }
 
 
@@ -355,7 +359,8 @@ class Ours:
             "claim": {f: [recs[j][1] - recs[j][0] for (u, p), j in zip(jobs, ids) if fmt_of(p) == f]
                       for f in {fmt_of(p) for _, p in jobs}},
             "small": s_fin - t_sub, "small_claim": s_fin - s_start, "alone": statistics.median(alone),
-            "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "at_peak": sampler.at_peak, "failed": failed, "md": md,
+            "rss": sampler.rss, "pss": sampler.pss, "samples": sampler.samples, "at_peak": sampler.at_peak,
+            "failed": failed, "md": md,
             "collisions": sum(v[3] for v in recs.values()),
         }
 
@@ -441,7 +446,8 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def report(res: dict[str, list[dict]], formats: list[str], a, n: int, distinct: int, small: str, loads: list[str]) -> None:
+def report(res: dict[str, list[dict]], formats: list[str], a, n: int, distinct: int, small: str,
+           loads: list[str]) -> None:
     from measure import pct
 
     names = ["replica", "tender-pool", "ceiling"]
@@ -466,10 +472,11 @@ def report(res: dict[str, list[dict]], formats: list[str], a, n: int, distinct: 
     row("busy cores (CPU s ÷ wall s)", "busy", 2, names_=names)
     for f in formats:
         for q, lab in ((0.5, "median"), (0.95, "p95")):
-            row(f".{f} claim → done {lab}, s", "claim", 2 if q == 0.5 else 2,
+            row(f".{f} claim → done {lab}, s", "claim", 2,
                 fn=lambda r, k, f=f, q=q: pct(r[k].get(f, []), q),
                 rat=lambda rep, ours: f"{rep / ours:.1f} ×" if ours else "—")
-    row("small .doc during the batch: submit → result, s", "small", 3, rat=lambda rep, ours: f"{rep / ours:.0f} ×" if ours else "—",
+    row("small .doc during the batch: submit → result, s", "small", 3,
+        rat=lambda rep, ours: f"{rep / ours:.0f} ×" if ours else "—",
         names_=names[:2])
     row("  its claim → done in the batch, s", "small_claim", 3, names_=names[:2])
     row("  the same .doc alone: claim → done, s", "alone", 3, names_=names[:2])

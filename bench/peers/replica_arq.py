@@ -4,10 +4,11 @@ colliding job back with ``Retry(defer)``, and per job a new Python runner proces
 (``replica_runner.py``, in our venv: it imports our readers and, for .doc/.xls, starts a cold JVM).
 
 One job: ``parse(ctx, user, path, t_enq)``. It takes ``replica:lock:<user>`` (SET NX PX), or raises
-``Retry(defer=BENCH_REPLICA_DEFER_S)``, counted in ``bench:docs:replica:deferred`` (ARQ adds the defer to the job's score; the job is polled
-again after it). With the lock: the runner writes ``<out>/<job id>.md``; the lock is released; one
-RPUSH to ``bench:docs:replica`` records ``{id, user, file, t_enq, t0, t1, ok, err, pid}`` (time.time()):
-t0 just after the lock, t1 after the runner exited and the lock was released. Every Retry consumes
+``Retry(defer=BENCH_REPLICA_DEFER_S)``, counted in ``bench:docs:replica:deferred`` (ARQ adds the
+defer to the job's score; the job is polled again after it). With the lock: the runner writes
+``<out>/<job id>.md``; the lock is released; one RPUSH to ``bench:docs:replica`` records ``{id, user,
+file, t_enq, t0, t1, ok, err, pid}`` (time.time()): t0 just after the lock, t1 after the runner exited
+and the lock was released. Every Retry consumes
 one of ARQ's tries (``run_job`` INCRs ``arq:retry:<id>`` at each start), so ``max_tries`` is raised
 far above ARQ's default of 5, as a platform running this lock has to.
 
