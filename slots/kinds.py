@@ -181,6 +181,13 @@ def preload(path: str) -> None:
             pass
 
 
+def result_dir_name(job_id: str) -> str:
+    """The job's directory under ``results_dir``: its id (a run job's ``<run>/<n>`` nests under its
+    run), except the ids ``.`` and ``..`` — valid job ids (CONTRACT: letters, digits and ``._:-``)
+    that as a path would be results_dir itself or its parent: they get a ``~`` in front, a
+    character no job id has, so no other job's directory can be the same."""
+    return "~" + job_id if job_id in (".", "..") else job_id
+
 class ExtractionKind:
     name = "parse_markdown"
     JVM_RECYCLE_AFTER = 200
@@ -241,7 +248,7 @@ class ExtractionKind:
         return self.jvm
 
     def _files(self, job: JobRecord, attempt: int) -> tuple[str, str]:
-        return os.path.join(self.cfg.pool.results_dir, job.id), f"attempt-{attempt}"
+        return os.path.join(self.cfg.pool.results_dir, result_dir_name(job.id)), f"attempt-{attempt}"
 
     def keep(self) -> set[int]:
         pid = self.jvm.pid if self.jvm is not None else None
