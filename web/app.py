@@ -114,8 +114,10 @@ class Dashboard:
         headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 and self.login_token else None
         if _wants_json(request) or "/api/" in request.url.path:
             return JSONResponse({"error": e.reason}, e.status, headers=headers)
-        return self.page(request, "error.html", e.status, reason=e.reason, code=e.status,
+        resp = self.page(request, "error.html", e.status, reason=e.reason, code=e.status,
                          login=e.status == 401 and self.login_token is not None)
+        resp.headers.update(headers or {})
+        return resp
 
     def guard(self, need: str, handler: Callable[..., Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
