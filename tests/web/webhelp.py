@@ -39,7 +39,8 @@ class Server:
 
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    proxy_headers=False, lifespan="off"))
+                                                    proxy_headers=False, lifespan="off",
+                                                    timeout_graceful_shutdown=1))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

@@ -12,6 +12,12 @@
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
 
+  // --- filter forms show what the URL says: after Back, the browser would otherwise restore the
+  // boxes as they were last edited, not as the page's URL filters
+  window.addEventListener("pageshow", () => {
+    for (const f of document.querySelectorAll("form[autocomplete=off]")) f.reset();
+  });
+
   // --- an EventSource that pauses while the tab is hidden or the browser is offline ---------------
   function stream(url, handlers, opts) {
     let es = null;
@@ -131,7 +137,10 @@
       const li = el("li", ev.type + (ev.key ? " " + ev.key : "") + (ev.job_state ? " → " + ev.job_state : ""));
       li.dataset.id = ev.id;
       log.prepend(li);
-      if (ev.type === "run_finished" || (ev.type === "snapshot" && ["completed", "partial_success", "failed", "cancelled"].includes(ev.state))) return "end";
+      if (ev.type === "run_finished" || (ev.type === "snapshot" && ["completed", "partial_success", "failed", "cancelled"].includes(ev.state))) {
+        for (const f of document.querySelectorAll("form[data-while-running]")) f.hidden = true;
+        return "end";
+      }
     }
     function setJob(id, state) {
       const cell = document.querySelector('tr[data-job="' + CSS.escape(id) + '"] td.state');
