@@ -29,6 +29,7 @@ import datetime as dt
 import logging
 import re
 import secrets
+import threading
 import urllib.parse
 from pathlib import Path
 from typing import Any, Callable
@@ -55,6 +56,7 @@ HERE = Path(__file__).resolve().parent
 MAX_FORM = 16 * 1024
 MARKDOWN_PREVIEW = 64 * 1024
 FAILURES_SHOWN = 5
+WALKS = 2  # history searches at once, per app, that walk job hashes (file, started_*): seconds each at 10⁵
 _json = msgspec.json.Encoder()
 DONE = re.compile(r"[a-z_]{1,20}:[a-z_0-9 ]{0,40}")
 
@@ -82,6 +84,7 @@ class Dashboard:
         self.hub = live.StatusHub(self._read_status, interval)
         self.actions = action_counter(registry)
         self.registry = registry
+        self.walks = threading.BoundedSemaphore(WALKS)
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                                       undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(q=lambda s: urllib.parse.quote(str(s), safe=""), bytes=_fmt_bytes,
@@ -139,6 +142,20 @@ class Dashboard:
     async def call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kw))
 
+    def history(self, **kw: Any) -> Any:
+        """``Client.history``; the filters only a job hash answers (file, started_*) walk the hashes
+        of the narrowest index (every finished job without status, user or kind): at most WALKS of
+        those run at once, the rest are a 503 rather than a pile of threads each walking Redis."""
+        if kw.get("file") is None and kw.get("started_after") is None and kw.get("started_before") is None:
+            return self.client.history(**kw)
+        if not self.walks.acquire(blocking=False):
+            raise Unavailable("busy: other history searches by file or start time are running; narrow this one "
+                              "by state, user or kind, or try again")
+        try:
+            return self.client.history(**kw)
+        finally:
+            self.walks.release()
+
     # --- JSON ----------------------------------------------------------------------------------------
 
     async def api_status(self, request: Request) -> Response:
@@ -146,7 +163,7 @@ class Dashboard:
 
     async def api_history(self, request: Request) -> Response:
         kw = params.history_query(request.query_params, max_page_size=params.API_MAX_PAGE_SIZE)
-        page = await self.call(self.client.history, **kw)
+        page = await self.call(self.history, **kw)
         return Response(_json.encode(self._redacted(page)), media_type="application/json")
 
     def _redacted(self, page: Any) -> Any:
@@ -195,7 +212,7 @@ class Dashboard:
 
     async def history_page(self, request: Request) -> Response:
         kw = params.history_query(request.query_params, max_page_size=params.HTML_MAX_PAGE_SIZE)
-        page = await self.call(self.client.history, **kw)
+        page = await self.call(self.history, **kw)
         form = {k: request.query_params.get(k, "") for k in (*params.TEXT_FILTERS, *params.TIME_FILTERS)}
         pages = max(1, -(-page.total // page.page_size))
         return self.page(request, "history.html", page=page, form=form, states=params.FINAL_STATES,

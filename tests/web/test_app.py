@@ -245,6 +245,15 @@ def test_parameters_are_clamped_or_refused(pool):
         assert w.get("/history?" + bad).status_code == 400, bad
     assert w.get("/runs?limit=100000").status_code == 200
     assert w.get("/runs?state=nonsense").status_code == 400
+    # searches that walk job hashes are bounded per app: past the limit, a 503 instead of a pile-up
+    walks = w.app.dashboard.walks
+    held = [walks.acquire(blocking=False) for _ in range(2)]
+    assert all(held)
+    assert w.get("/api/history?file=doc").status_code == 503
+    assert w.get("/history?started_after=2000-01-01").status_code == 503
+    assert w.get("/api/history?user=u1").status_code == 200  # index reads are not limited
+    walks.release()
+    assert w.get("/api/history?file=doc").status_code == 200
 
 
 def test_json_endpoints_match_the_cli(h, pool):
@@ -311,3 +320,37 @@ def test_actions_are_logged_and_counted(h, pool, caplog):
     assert reg.get_sample_value("tender_pool_web_actions_total", {"action": "cancel_job", "outcome": "ok"}) == 1
     assert reg.get_sample_value("tender_pool_web_actions_total", {"action": "cancel_job", "outcome": "refused"}) == 1
     assert "tender_pool_web_actions_total" in w.get("/metrics").text
+
+
+def test_parse_markdown_job_shows_its_markdown_escaped(h, pool, jvm_build):
+    sheet = h.tmp / "in" / "bidders.csv"
+    sheet.write_text("bidder,price\nACME <script>alert(3)</script>,312.5\n", encoding="utf-8")
+    job = pool.submit("u1", "parse_markdown", {"file": str(sheet)})
+    h.wait_state(job.id, timeout=60)
+    page = web(pool).get(f"/jobs/{job.id}").text
+    assert "<h2>Markdown</h2>" in page and "312.5" in page
+    assert "ACME &lt;script&gt;alert(3)&lt;/script&gt;" in page and "<script>alert(3)" not in page
+    assert pool.markdown(job.id).strip() in page.replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_scale_and_drain_through_the_local_socket(h, pool):
+    w = web(pool)
+    page = w.get("/").text
+    assert 'action="/pool/scale"' in page and 'action="/pool/drain"' in page  # the socket is here
+    token = csrf_of(page)
+    assert w.post("/pool/scale", data={"csrf": token, "workers": "9"}, headers=SAME).status_code == 400
+    r = w.post("/pool/scale", data={"csrf": token, "workers": "1"}, headers=SAME)
+    assert r.status_code == 303
+    wait_until(lambda: len(pool.status().slots) == 1, 20, what="scaled to 1")
+    assert w.post("/pool/drain", data={"csrf": token}, headers=SAME).status_code == 303
+    wait_until(lambda: all(s.pid is None for s in pool.status().slots), 20, what="drained")
+    # a client without the daemon's socket (another host): no buttons, and the action is a 503
+    from tender_pool.client import Client
+
+    cfg = pool.config
+    remote = Client(cfg.redis.url, cfg.redis.prefix, cfg.pool.queue)
+    wr = web(remote)
+    page = wr.get("/").text
+    assert "/pool/drain" not in page
+    assert wr.post("/pool/drain", data={"csrf": csrf_of(page)}, headers=SAME).status_code == 503
+    remote.close()
