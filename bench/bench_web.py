@@ -171,7 +171,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-web-"))
     srv = scale.Server(tmp)
     r = srv.r
-    daemon = webs = None
+    daemon = None
     procs: list[subprocess.Popen] = []
     try:
         sock = str(tmp / "status.sock")

@@ -25,9 +25,9 @@ accepts POST only). Blocking client calls run in worker threads; the event loop 
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
+import hmac
 import secrets
 import threading
 import urllib.parse
@@ -45,7 +45,7 @@ from starlette.staticfiles import StaticFiles
 
 from tender_pool.client import BadInput, NotFound, Unavailable
 
-from . import csrf, live, params
+from . import csrf, formats, live, params
 from .auth import ACT, SESSION_COOKIE, VIEW, Auth, Principal, resolve, session_value
 from .headers import SecurityHeaders
 from .metrics import action_counter
@@ -87,8 +87,8 @@ class Dashboard:
         self.walks = threading.BoundedSemaphore(WALKS)
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                                       undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(q=lambda s: urllib.parse.quote(str(s), safe=""), bytes=_fmt_bytes,
-                                secs=_fmt_secs, pct=_fmt_pct, pretty=_pretty_json)
+        self.env.filters.update(q=lambda s: urllib.parse.quote(str(s), safe=""), bytes=formats.size,
+                                secs=formats.seconds, pct=formats.percent, pretty=formats.pretty_json)
 
     # --- plumbing ------------------------------------------------------------------------------------
 
@@ -227,7 +227,7 @@ class Dashboard:
             except (BadInput, Unavailable, NotFound) as e:
                 md_error = str(e)
         truncated = markdown is not None and len(markdown) > MARKDOWN_PREVIEW
-        return self.page(request, "job.html", job=job, payload=self.redact(job.payload), timings=_timings(job),
+        return self.page(request, "job.html", job=job, payload=self.redact(job.payload), timings=formats.timings(job),
                          markdown=markdown[:MARKDOWN_PREVIEW] if markdown else markdown, truncated=truncated,
                          md_error=md_error, final=job.state in params.FINAL_STATES)
 
@@ -302,8 +302,6 @@ class Dashboard:
         if why:
             raise Refused(403, f"refused: {why}")
         form = await _form(request)
-        import hmac
-
         if not hmac.compare_digest(form.get("token", "").encode(), self.login_token.encode()):
             log.warning("web login refused: wrong token")
             raise Refused(401, "wrong token")
@@ -410,49 +408,3 @@ def _pager(request: Request) -> Callable[[int], str]:
     def link(page: int) -> str:
         return f"{root}/history?" + urllib.parse.urlencode([*base, ("page", str(page))])
     return link
-
-
-def _parse(ts: str | None) -> dt.datetime | None:
-    if not ts:
-        return None
-    try:
-        return dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _timings(job: Any) -> dict[str, float | None]:
-    c, s, f = _parse(job.created_at), _parse(job.started_at), _parse(job.finished_at)
-    return {"waited_s": (s - c).total_seconds() if c and s else None,
-            "ran_s": (f - s).total_seconds() if s and f else None,
-            "total_s": (f - c).total_seconds() if c and f else None}
-
-
-def _fmt_bytes(n: Any) -> str:
-    if n is None:
-        return "–"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def _fmt_secs(s: Any) -> str:
-    if s is None:
-        return "–"
-    s = float(s)
-    if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{int(s // 60)} min {int(s % 60)} s"
-    return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
-
-
-def _fmt_pct(p: Any) -> str:
-    return "–" if p is None else f"{float(p):.0f} %"
-
-
-def _pretty_json(obj: Any) -> str:
-    return msgspec.json.format(_json.encode(obj), indent=2).decode()
