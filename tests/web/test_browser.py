@@ -289,3 +289,13 @@ def test_each_page_renders_for_a_screenshot(h, site, browser, shots):
     assert errors == [] and outside == [], (errors, outside)
     for name in ("runs", "run-finished"):
         assert (shots / f"admin-web-{name}.png").stat().st_size > 10_000
+    # dark mode follows prefers-color-scheme
+    background = "return getComputedStyle(document.body).backgroundColor"
+    assert d.execute_script(background) == "rgb(255, 255, 255)"
+    d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    try:
+        d.get(base + "/history")
+        assert d.execute_script(background) == "rgb(17, 20, 24)"
+        d.save_screenshot(str(shots / "admin-web-history-dark.png"))
+    finally:
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
