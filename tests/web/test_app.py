@@ -356,3 +356,15 @@ def test_scale_and_drain_through_the_local_socket(h, pool):
     assert "/pool/drain" not in page
     assert wr.post("/pool/drain", data={"csrf": csrf_of(page)}, headers=SAME).status_code == 503
     remote.close()
+
+
+def test_overview_shows_consumer_lag_and_active_runs(h, pool):
+    assert pool.register_consumer_group("platform-db")
+    run = pool.submit_run("u5", "behave", [{"key": "k", "payload": {"sleep": 30}}])
+    wait_until(lambda: pool.status().runs_active == 1, 15, what="an active run")
+    page = web(pool).get("/").text
+    rows = page.split('<tbody id="consumers">')[1].split("</tbody>")[0]
+    assert "<td>platform-db</td>" in rows
+    lag = int(re.search(r"<td>platform-db</td><td>(\d+)</td>", rows).group(1))
+    assert lag >= 2  # the run's job_queued and job_started at least, none consumed
+    assert 'id="runs-active">(1)' in page and f'href="/runs/{run.id}"' in page

@@ -100,6 +100,15 @@
     });
     if (!rr.length) { const tr = el("tr", null, "empty"); const td = el("td", "none"); td.colSpan = 4; tr.append(td); rr.push(tr); }
     runs.replaceChildren(...rr);
+    const consumers = document.getElementById("consumers");
+    if (consumers) {
+      consumers.replaceChildren(...(st.consumers || []).map((c) => {
+        const tr = el("tr");
+        tr.append(el("td", c.group), el("td", c.lag), el("td", c.pending), el("td", secs(c.oldest_pending_age_s)),
+          el("td", c.gap ? "yes" : ""));
+        return tr;
+      }));
+    }
   }
 
   // --- a run ---------------------------------------------------------------------------------------
