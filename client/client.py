@@ -494,6 +494,30 @@ class Client:
             raise Unavailable(view.error or f"Redis unreachable at {self.url}")
         return status_client.as_status(view)
 
+    def scale(self, n: int) -> str:
+        """``tender-pool scale N`` (without ``--wait``): the local daemon runs ``n`` slots from now on.
+        Only over the local status socket (its group decides who may): Unavailable where there is
+        none or it refuses the connection, BadInput when the daemon refuses the request."""
+        return self._control("scale", n)
+
+    def drain(self) -> str:
+        """``tender-pool drain`` without the wait: the local daemon stops claiming; running jobs
+        finish (``status`` shows when none runs). Raises as ``scale``."""
+        return self._control("drain")
+
+    def _control(self, op: str, workers: int | None = None) -> str:
+        from tender_pool.supervisor import status_client
+
+        if not self.status_socket:
+            raise Unavailable(f"{op}: no status socket configured for this client")
+        try:
+            reply = status_client.control(self.status_socket, op, workers)
+        except status_client.StatusUnavailable as e:
+            raise Unavailable(str(e)) from None
+        if not reply.ok:
+            raise BadInput(f"{op} refused: {reply.error}")
+        return reply.message
+
 
 def _async_connect(url: str, socket_timeout: float) -> Any:
     """A ``redis.asyncio`` client for ``url`` (Sentinel URLs through ``redis.asyncio.sentinel``)."""

@@ -567,5 +567,22 @@ def extract(file: str, as_json: bool, timeout: float | None) -> None:
     sys.exit(main_extract(file, as_json, timeout))
 
 
+@main.command()
+@click.option("--listen", default="127.0.0.1:9465", show_default=True, help="HOST:PORT; a non-loopback host needs --token-file.")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="A file holding the token (Authorization: Bearer, or the login form).")
+@click.option("--read-only", is_flag=True, help="No actions (cancel, retry, drain, scale) for anyone.")
+@config_option
+def web(listen: str, token_file: str | None, read_only: bool, config_path: str | None) -> None:
+    """The admin web (needs the `web` extra): live slots and queue, runs, history, jobs, actions.
+    Loopback without a token: this machine's users only. Exit 0 after a clean stop, 2 bad config
+    or usage, 1 other fatal (as `run`)."""
+    cfg = _config(config_path)
+    try:
+        from tender_pool.web.serve import serve
+    except ImportError as e:
+        _fail(f"web: {e} (install the web extra: pip install 'tender-pool[web]')", EXIT_BAD_INPUT)
+    sys.exit(serve(_client(cfg), listen, token_file, read_only))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
