@@ -200,7 +200,9 @@ def snapshot(h: dict[bytes, bytes]) -> JobSnapshot | None:
 def _resync(k: Keys, since: str) -> Steps:
     """Every job hash whose ``event_id`` is at or after ``since`` (or has none: written before event
     ids were kept), in pages of ``RESYNC_PAGE``, handed to ``resync``. A SCAN of the job hashes:
-    the whole retention, read once per gap — the rare path, never the hot one."""
+    the whole retention, read once per gap — the rare path, never the hot one. A run job without an
+    event id whose run is still being written (``staging``: an unsealed run, nothing of it queued or
+    announced) is left out: it may never exist for the platform."""
     floor = stream_id(since)
     cursor = 0
     while True:
@@ -208,16 +210,22 @@ def _resync(k: Keys, since: str) -> Steps:
         cursor, names = _ok(scanned[0])
         if names:
             hashes = yield Batch(False, lambda p, ns=names: [p.hgetall(n) for n in ns])
-            jobs = []
+            keep = []
             for h in hashes:
                 if isinstance(h, Exception) or not h:
                     continue
                 ev = h.get(b"event_id")
                 if ev and stream_id(ev) < floor:
                     continue
-                snap = snapshot(h)
-                if snap is not None:
-                    jobs.append(snap)
+                keep.append(h)
+            runs = sorted({records.s(h[b"run"]) for h in keep if not h.get(b"event_id") and h.get(b"run")})
+            staging: set[str] = set()
+            if runs:
+                flags = yield Batch(False, lambda p, rs=runs: [p.hget(k.run(r), "staging") for r in rs])
+                staging = {r for r, f in zip(runs, flags) if f and not isinstance(f, Exception)}
+            jobs = [snap for h in keep
+                    if not (not h.get(b"event_id") and records.s(h.get(b"run")) in staging)
+                    and (snap := snapshot(h)) is not None]
             if jobs:
                 yield Resync(jobs)
         if int(cursor) == 0:

@@ -308,3 +308,25 @@ def test_aconsume_applies_with_an_async_apply(h, tmp_path):
     ev = got[0]
     assert ev.attempts == 1 and ev.tries == 0 and ev.worker and ev.user == "u1" and ev.kind == "noop"
     assert ev.finished_at.endswith("Z") and ev.started_at.endswith("Z") and ev.error is None
+
+
+def test_resync_leaves_out_the_jobs_of_a_run_still_being_written(redis_server):
+    """A gap's resync hands over every job changed since; the staged jobs of an unsealed run (no
+    event yet, the run hash still ``staging``) are not jobs the platform will ever hear of."""
+    import msgspec
+
+    from tender_pool.client.consumer import Gap
+
+    pool = Client(redis_server.url, prefix="rs", socket_timeout=3)
+    pool.register_consumer_group("db")
+    done = pool.submit("u1", "noop").id  # queued: it has an event id
+    r, k = pool.r, pool.k
+    r.hset(k.run("big"), mapping={"id": "big", "user": "u2", "kind": "noop", "state": "pending", "staging": "1"})
+    r.hset(k.job("big/1"), mapping={"id": "big/1", "kind": "noop", "user": "u2", "payload": "{}", "state": "queued",
+                                    "run": "big", "key": "a", "created_at": 1})
+    r.hset(k.job("old"), mapping={"id": "old", "kind": "noop", "user": "u3", "payload": "{}", "state": "completed"})
+    r.set(k.events_gap("db"), msgspec.json.encode(Gap(since="0-0", first_kept="0-1", dropped=1, at=0)))
+    seen: list[str] = []
+    pool.consume("db", "c1", lambda evs: None, resync=lambda jobs: seen.extend(s.job.id for s in jobs),
+                 block_ms=50, stop=lambda: not r.exists(k.events_gap("db")))
+    assert sorted(seen) == sorted([done, "old"])  # an old job without an event id is still resynced
