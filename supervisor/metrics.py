@@ -263,9 +263,12 @@ class PoolCollector(Collector):
         """The event stream's consumer groups, from the probe's last read; dropped entries are this
         host's housekeeper's (the host holding the reaper lease trims: aggregate with sum)."""
         house = self.housekeeper()
-        yield CounterMetricFamily(P + "events_dropped", "Entries of the queue's events stream that some consumer "
-                                  "group had not acknowledged, dropped past [events] max_backlog by this host.",
-                                  value=getattr(house, "events_dropped", 0) if house is not None else 0)
+        dropped = CounterMetricFamily(P + "events_consumer_dropped", "Entries of the queue's events stream the "
+                                      "group still needed, dropped past [events] max_backlog by this host.",
+                                      labels=["group"])
+        for group, n in sorted((getattr(house, "events_dropped", None) or {}).items()):
+            dropped.add_metric([group], n)
+        yield dropped
         lag = GaugeMetricFamily(P + "events_consumer_lag", "Entries not yet delivered to the consumer group.",
                                 labels=["group"])
         pending = GaugeMetricFamily(P + "events_consumer_pending", "Entries delivered to the group and not yet "

@@ -98,7 +98,8 @@ class Housekeeper(threading.Thread):
         self.last_full_scan = 0.0
         self.reclaimed = 0
         self.redis_errors = 0  # for tender_pool_redis_errors_total{component="housekeeper"}
-        self.events_dropped = 0  # for tender_pool_events_dropped_total: entries a consumer group lost to the cap
+        # for tender_pool_events_consumer_dropped_total{group}: entries a consumer group lost to the cap
+        self.events_dropped: dict[str, int] = {}
         self.slots_summary = slots_summary  # StatusBuilder.host_summary: slots:<host> for status --redis
         self.hb_ttl_ms = int(cfg.pool.heartbeat * 3 * 1000)
         self._runs = None  # client.run_submit.RunWriter on this thread's connection, made on first use
@@ -274,7 +275,8 @@ class Housekeeper(threading.Thread):
         self.requeue_dead(dead)
         if self._quiet:
             self.judging_deferred = False
-        self.events_dropped += stream_trim.trim(r, self.k, self.cfg.events.max_backlog, self.log).dropped
+        for group, n in stream_trim.trim(r, self.k, self.cfg.events.max_backlog, self.log).lost.items():
+            self.events_dropped[group] = self.events_dropped.get(group, 0) + n
 
     def queue_runs(self) -> None:
         """Go on queuing sealed runs whose submitter stopped half way (died, or its retries gave

@@ -9,7 +9,8 @@ and that is not something every job transition should work out. Once a reaper pe
 - and never keep more than ``max_backlog`` entries: past that the oldest go anyway (an abandoned
   group must not fill Redis). Each group that needed some of them is marked with a gap
   (``events:gap:<group>``, ``client.consumer.Gap``), which its consumer answers with a resync; the
-  drop is logged with the group and the ids lost, and counted (``dropped``, for the metric).
+  drop is logged with the group and the ids lost, and counted per group (``lost``, for the metric
+  ``tender_pool_events_consumer_dropped_total``).
 
 A group created between the ``XINFO GROUPS`` read and the trim at id 0 can see its first entries trimmed
 as if it had been created a moment later: it never applied anything before them, so it missed nothing
@@ -33,7 +34,8 @@ NO_GROUP_MAXLEN = 100_000
 
 class TrimReport(msgspec.Struct):
     dropped: int = 0  # entries some group had not acknowledged, dropped by the cap
-    gaps: list[str] = []  # groups newly marked with a gap
+    gaps: list[str] = []  # groups marked with a gap by this pass
+    lost: dict[str, int] = {}  # group -> entries of this pass's drop it still needed (at most ``dropped``)
 
 
 def _next_id(sid: str) -> str:
@@ -89,6 +91,7 @@ def trim(r: Any, k: Keys, max_backlog: int, log: Any = None) -> TrimReport:
                                                                       if old else 0), at=now)
         r.set(gk, msgspec.json.encode(gap))
         report.gaps.append(name)
+        report.lost[name] = lost
         if log is not None:
             log.error("events_dropped_for_group", group=name, first_needed=first_needed, first_kept=first_kept,
                       dropped=lost, max_backlog=max_backlog)

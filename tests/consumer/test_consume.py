@@ -26,6 +26,25 @@ db_sync = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(db_sync)
 
 
+def free_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def scrape(port: int) -> str | None:
+    import urllib.request
+
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+
+
 def client_of(h) -> Client:
     return Client(h.redis.url, prefix=h.prefix, socket_timeout=3)
 
@@ -145,7 +164,10 @@ def stream_id(s):
 
 
 def test_gap_is_reported_and_resync_makes_the_table_exact(h, tmp_path):
-    h.daemon(workers=2, extra="[events]\nmax_backlog = 1000\n")
+    port = free_port()
+    cfg = h.config(workers=2, extra="[events]\nmax_backlog = 1000\n")
+    cfg.write_text(cfg.read_text().replace('[metrics]\nlisten = ""', f'[metrics]\nlisten = "127.0.0.1:{port}"'))
+    h.daemon()
     pool = client_of(h)
     db = tmp_path / "tasks.db"
     table = db_sync.TaskTable(str(db))
@@ -167,6 +189,11 @@ def test_gap_is_reported_and_resync_makes_the_table_exact(h, tmp_path):
     assert [c["group"] for c in view["consumers"] if c["gap"]] == ["db"]
     assert any("db" in p and "gap" in p for p in view["problems"])
     assert h.daemons[0].log_events("events_dropped_for_group", group="db")
+    metrics = scrape(port)
+    (dropped,) = [ln for ln in metrics.splitlines()
+                  if ln.startswith('tender_pool_events_consumer_dropped_total{group="db"}')]
+    gap = json.loads(pool.r.get(pool.k.events_gap("db")))
+    assert float(dropped.split()[-1]) == gap["dropped"] > 0  # what the mark says the group lost
     groups = h.cli("events", "groups", "--json")
     assert groups.returncode == 0 and json.loads(groups.stdout)[0]["gap"] is True
     # the consumer comes back: resync, then the stream; the table is exact and the gap is gone
@@ -229,14 +256,9 @@ def test_a_dead_consumers_pending_entries_are_claimed(h, tmp_path):
 
 
 def test_metrics_and_alert_rules_name_the_consumer_figures(h):
-    import socket
     import subprocess
-    import urllib.request
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     cfg = h.config(workers=1)
     cfg.write_text(cfg.read_text().replace('[metrics]\nlisten = ""', f'[metrics]\nlisten = "127.0.0.1:{port}"'))
     h.daemon()
@@ -245,16 +267,11 @@ def test_metrics_and_alert_rules_name_the_consumer_figures(h):
     jid = pool.submit("u1", "noop").id
     h.wait_state(jid)
 
-    def scrape():
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-        except OSError:
-            return None
     text = wait_until(lambda: (lambda t: t if t and 'tender_pool_events_consumer_lag{group="db"}' in t else None)(
-        scrape()), 15, what="consumer metrics")
+        scrape(port)), 15, what="consumer metrics")
     lag = [ln for ln in text.splitlines() if ln.startswith('tender_pool_events_consumer_lag{group="db"}')]
     assert float(lag[0].split()[-1]) >= 3  # queued, started, completed: none delivered yet
-    assert "tender_pool_events_dropped_total 0.0" in text
+    assert "# TYPE tender_pool_events_consumer_dropped_total counter" in text  # served, no group's sample yet
     res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=20)
     assert res.returncode == 0 and not res.stdout.strip(), res.stdout + res.stderr
     rules = ROOT / "deploy" / "prometheus" / "tender-pool.rules.yml"
