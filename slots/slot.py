@@ -249,7 +249,7 @@ class Slot:
         settled first: exiting then threw a finished attempt away, and the next supervisor ran the
         job again (issue 17 item 14, ``bench/soak_supervisor_kill.py``). The loop ends after that
         settle (``getppid`` changed; a next job the settle started is put back); an alarm bounds it
-        (``ORPHAN_SETTLE_S``), and the next supervisor waits for us before it requeues our list
+        (``orphan_settle_s``), and the next supervisor waits for us before it requeues our list
         (``daemon.Supervisor.cleanup_previous``)."""
         self.orphaned = True
         if self.spawning:
