@@ -256,9 +256,19 @@ class Slot:
             return  # execute() calls us again once the new child's pid is known, to kill it
         if self.unsettled or (self.child_pid and _exited(self.child_pid)):
             self.stopping = True
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            self.log.warning("supervisor_died_settling_first", job_pid=self.child_pid or None)
+            signal.signal(signal.SIGALRM, self._on_orphan_timeout)
             signal.setitimer(signal.ITIMER_REAL, orphan_settle_s(self.cfg))
             return
+        if self.child_pid:
+            self.log.warning("supervisor_died_killing_attempt", job_pid=self.child_pid)
+        self._die()
+
+    def _on_orphan_timeout(self, *_: object) -> None:
+        self.log.error("orphan_settle_timed_out", seconds=orphan_settle_s(self.cfg))
+        self._die()
+
+    def _die(self) -> None:
         groups = [self.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
         for pgid in groups:
             if pgid:
@@ -781,8 +791,10 @@ def _cancelled(outcome: Outcome) -> bool:
 
 def orphan_settle_s(cfg: Config) -> float:
     """How long a slot whose supervisor died may take to settle an attempt that had already ended
-    (then SIGALRM ends it); the next supervisor waits as long for it before requeueing its list."""
-    return cfg.pool.kill_grace + 1.0
+    (then SIGALRM ends it); the next supervisor waits as long for it before requeueing its list.
+    The host key's lifetime (3 heartbeats), at least ``kill_grace`` + 1 s: a settle on a loaded
+    machine, or through a Redis failover, takes more than one round trip."""
+    return max(cfg.pool.kill_grace + 1.0, 3 * cfg.pool.heartbeat)
 
 
 def _exited(pid: int) -> bool:
