@@ -28,7 +28,7 @@ import msgspec
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
-from tender_pool.client import Client, NotFound
+from tender_pool.client import BadInput, Client, NotFound
 
 app = FastAPI()
 pool = Client.from_config()  # one per process
@@ -45,6 +45,8 @@ async def run_events(run_id: str, request: Request):
         first = await anext(events)  # an unknown run is a 404 before the stream starts
     except NotFound:
         raise HTTPException(404, f"no such run: {run_id}")
+    except BadInput as e:  # a malformed run id or Last-Event-ID
+        raise HTTPException(400, str(e))
     except StopAsyncIteration:  # resumed after the run's end: tell EventSource to stop
         return Response(status_code=204)
 

@@ -35,13 +35,14 @@ from __future__ import annotations
 import datetime as _dt
 import heapq
 import itertools
+import math
 from typing import Callable, Iterator
 
 import msgspec
 import redis
 
 from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import TERMINAL_STATES, JobRecord, JobView
+from tender_pool.supervisor.types import TERMINAL_STATES, BadInput, JobRecord, JobView
 
 from .errors import Undecodable
 from .records import decode_job
@@ -90,6 +91,18 @@ class HistoryFilter(msgspec.Struct, forbid_unknown_fields=True):
     started_before: int | None = None
     ended_after: int | None = None
     ended_before: int | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse what can match nothing by mistake (``BadInput``; the CLI's exit 2): a state that
+        is not a finished one (``running`` would silently list nothing), a time that is not a
+        finite number (``inf`` reached Redis as a valid bound, or overflowed in ``parse_time``)."""
+        for s in self.status:
+            if s not in TERMINAL:
+                raise BadInput(f"status {s!r}: not a finished state (one of {', '.join(sorted(TERMINAL))})")
+        for name in ("started_after", "started_before", "ended_after", "ended_before"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise BadInput(f"{name} {v!r}: not a finite time (ms since the epoch)")
 
     def matches(self, rec: JobRecord) -> bool:
         if self.status and rec.state.value not in self.status:
@@ -146,9 +159,13 @@ Row = tuple[bytes, float]  # (job id, finish ms)
 
 
 def query(r: redis.Redis, keys: Keys, flt: HistoryFilter, page: int = 1, page_size: int = 20) -> HistoryPage:
-    """One page (1-based) of finished jobs matching ``flt``, newest finish first."""
-    page = max(1, page)
-    page_size = max(1, min(page_size, MAX_PAGE_SIZE))
+    """One page (1-based) of finished jobs matching ``flt``, newest finish first. A page below 1 or
+    a page size outside 1..``MAX_PAGE_SIZE`` is ``BadInput`` (as the CLI refuses them), not
+    silently another page."""
+    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        raise BadInput(f"page {page!r}: a whole number from 1")
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise BadInput(f"page_size {page_size!r}: a whole number from 1 to {MAX_PAGE_SIZE}")
     lo_idx = (page - 1) * page_size
     w = _Window(str(flt.ended_after) if flt.ended_after is not None else "-inf",
                 f"({flt.ended_before}" if flt.ended_before is not None else "+inf", flt.ended_after, flt.ended_before)
@@ -471,13 +488,22 @@ def catch_up(r: redis.Redis, keys: Keys, batch: int = CATCH_UP_BATCH) -> bool:
 
 
 def parse_time(text: str) -> int:
-    """RFC 3339 / ISO 8601 (naive = UTC), a date, or epoch seconds → ms. Raises ValueError."""
+    """RFC 3339 / ISO 8601 (naive = UTC), a date, or epoch seconds → ms. Raises ValueError, with
+    what was wrong as its message: ``inf``, ``nan`` and ``1e400`` (a float's infinity) are numbers
+    but no time."""
     t = text.strip()
     try:
-        return int(round(float(t) * 1000))
+        secs = float(t)
     except ValueError:
-        pass
-    d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+        secs = None
+    if secs is not None:
+        if not math.isfinite(secs):
+            raise ValueError("not a finite time")
+        return int(round(secs * 1000))
+    try:
+        d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("an RFC 3339 time, a date, or epoch seconds") from None
     if d.tzinfo is None:
         d = d.replace(tzinfo=_dt.timezone.utc)
     return int(d.timestamp() * 1000)

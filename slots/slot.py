@@ -26,7 +26,8 @@ Signals (set a flag only; the loop acts):
 - SIGTERM: drain — finish the current job, claim nothing more, exit 0.
 - SIGUSR1: abort — kill the running attempt's group now and put the job back (an interruption, not
   a try), then exit 0. The supervisor sends it when ``drain_timeout`` runs out.
-- SIGUSR2: the supervisor died (PDEATHSIG) — kill the job's and the kinds' groups, exit at once.
+- SIGUSR2: the supervisor died (PDEATHSIG) — kill the job's and the kinds' groups, exit at once;
+  but an attempt whose handler has already exited is settled first (``_on_parent_death``).
 """
 
 from __future__ import annotations
@@ -138,6 +139,9 @@ class Slot:
         fence_on = bool(cfg.pool.fence)
         self.lease_min_ms = int((cfg.pool.kill_grace + self.poll_every + 0.1) * 1000) if fence_on else 0
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
+        self.spawning = False  # between the spawn and child_pid: a parent death waits for the pid
+        self.unsettled = False  # an attempt's handler has exited and its settle has not returned yet
+        self.orphaned = False  # the supervisor died (SIGUSR2 seen)
         self.progress: ProgressFeed | None = None  # the running attempt's fd-3 feed
         base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
         self.kinds = kinds.build(cfg, base_env, log=self.log)
@@ -239,6 +243,32 @@ class Slot:
         self.stopping = True
 
     def _on_parent_death(self, *_: object) -> None:
+        """The supervisor died. A running attempt is killed with its group and the slot exits at
+        once; the next supervisor requeues our list (an interruption). But an attempt whose handler
+        has already exited (its pid a zombie or reaped, or its outcome on the way to the settle) is
+        settled first: exiting then threw a finished attempt away, and the next supervisor ran the
+        job again (issue 17 item 14, ``bench/soak_supervisor_kill.py``). The loop ends after that
+        settle (``getppid`` changed; a next job the settle started is put back); an alarm bounds it
+        (``orphan_settle_s``), and the next supervisor waits for us before it requeues our list
+        (``daemon.Supervisor.cleanup_previous``)."""
+        self.orphaned = True
+        if self.spawning:
+            return  # execute() calls us again once the new child's pid is known, to kill it
+        if self.unsettled or (self.child_pid and _exited(self.child_pid)):
+            self.stopping = True
+            self.log.warning("supervisor_died_settling_first", job_pid=self.child_pid or None)
+            signal.signal(signal.SIGALRM, self._on_orphan_timeout)
+            signal.setitimer(signal.ITIMER_REAL, orphan_settle_s(self.cfg))
+            return
+        if self.child_pid:
+            self.log.warning("supervisor_died_killing_attempt", job_pid=self.child_pid)
+        self._die()
+
+    def _on_orphan_timeout(self, *_: object) -> None:
+        self.log.error("orphan_settle_timed_out", seconds=orphan_settle_s(self.cfg))
+        self._die()
+
+    def _die(self) -> None:
         groups = [self.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
         for pgid in groups:
             if pgid:
@@ -342,6 +372,8 @@ class Slot:
         except BaseException:
             self.busy.clear(job.id)
             raise
+        finally:
+            self.unsettled = False
 
     def lease_renewed(self) -> bool:
         """After a take refused for a lapsing lease: whether our supervisor has renewed it since
@@ -546,12 +578,18 @@ class Slot:
         self.title(f"busy {job.kind} job={job.id} user={job.user}")
         env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.marker}
         t0 = time.monotonic()
-        if launch.call is not None:
-            proc = runner.fork_call(launch.call, {**launch.env, **env})
-        else:
-            assert launch.argv is not None
-            proc = runner.spawn(launch.argv, {**launch.env, **env})
-        busy.child_pid = self.child_pid = proc.pid
+        self.spawning = True  # a parent death now would not know the child's pid: it waits for it
+        try:
+            if launch.call is not None:
+                proc = runner.fork_call(launch.call, {**launch.env, **env})
+            else:
+                assert launch.argv is not None
+                proc = runner.spawn(launch.argv, {**launch.env, **env})
+            busy.child_pid = self.child_pid = proc.pid
+        finally:
+            self.spawning = False
+        if self.orphaned:
+            self._on_parent_death()  # the supervisor died while we spawned: kill the new child, exit
         self.reporter.send(busy)  # one write: with the previous job's held Finished, if any
         log.info("job_started", pid=proc.pid)
         self.progress = ProgressFeed(lambda ev: self._send_progress(job, st.token, ev))
@@ -566,6 +604,7 @@ class Slot:
             beat=self.beat,
             progress=self.progress,
         )
+        self.unsettled = True  # from here a parent death settles this attempt before the slot exits
         self.child_pid = 0
         if self.aborting and res.stopped is None and res.returncode != 0:
             res.stopped = "abort"  # the supervisor stopped it (fence) while we were not looking: not a try
@@ -748,6 +787,23 @@ class Slot:
 
 def _cancelled(outcome: Outcome) -> bool:
     return outcome.error is not None and outcome.error.kind == ErrorKind.CANCELLED.value
+
+
+def orphan_settle_s(cfg: Config) -> float:
+    """How long a slot whose supervisor died may take to settle an attempt that had already ended
+    (then SIGALRM ends it); the next supervisor waits as long for it before requeueing its list.
+    The host key's lifetime (3 heartbeats), at least ``kill_grace`` + 1 s: a settle on a loaded
+    machine, or through a Redis failover, takes more than one round trip."""
+    return max(cfg.pool.kill_grace + 1.0, 3 * cfg.pool.heartbeat)
+
+
+def _exited(pid: int) -> bool:
+    """Has our child ``pid`` exited? A zombie is looked at without reaping it (WNOWAIT: the runner
+    reaps it and reads its status); no such child means the runner has reaped it already."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def take_args(cfg: Config, worker_id: str, busy_ttl: int, min_lease_ms: int = 0) -> TakeArgs:

@@ -9,6 +9,7 @@ Redis calls: this module has none of its own.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -49,6 +50,15 @@ def _text_arg(what: str, value: str) -> str:
 def _not_utf8(value: str) -> bool:
     """click hands over undecodable argv bytes as lone surrogates (surrogateescape)."""
     return any(0xDC80 <= ord(c) <= 0xDCFF for c in value)
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A duration option (``--timeout``, ``--interval``): a finite number above 0. ``nan`` compared
+    false against every deadline (a wait that never ended), ``inf`` overflowed ``time.sleep``, and 0
+    or less meant "no timeout" to some commands and "at once" to others."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        _fail(f"{param.opts[0]} {value!r}: a finite number of seconds above 0", EXIT_BAD_INPUT)
+    return value
 
 
 def _client(cfg: Config):
@@ -107,7 +117,7 @@ def run(config_path: str | None) -> None:
 @click.option("--after", multiple=True, help="Run only after this job completed (repeatable).")
 @click.option("--priority", type=click.Choice(["interactive", "bulk"]), default="bulk", show_default=True)
 @click.option("--wait", is_flag=True, help="Wait for the job to end and print it as `job --json` does.")
-@click.option("--timeout", type=float, help="With --wait: give up after this many seconds (exit 1).")
+@click.option("--timeout", type=float, callback=_seconds, help="With --wait: give up after this many seconds (exit 1).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"id", "state"}.')
 @config_option
 def submit(
@@ -223,7 +233,7 @@ def _status_once(cfg: Config, via_redis: bool) -> tuple[dict, str, int]:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status object (CONTRACT.md fields).")
 @click.option("--watch", is_flag=True, help="Refresh in place every --interval seconds until ^C.")
-@click.option("--interval", type=float, default=2.0, show_default=True, help="With --watch.")
+@click.option("--interval", type=float, callback=_seconds, default=2.0, show_default=True, help="With --watch.")
 @click.option("--redis", "via_redis", is_flag=True, help="Ask Redis, not the local socket: every host's slots.")
 @config_option
 def status(as_json: bool, watch: bool, interval: float, via_redis: bool, config_path: str | None) -> None:
@@ -282,7 +292,7 @@ def _watch(cfg: Config, done, timeout: float | None, what: str, done_msg: str = 
 @main.command()
 @click.argument("workers", type=click.IntRange(1, 4))
 @click.option("--wait", is_flag=True, help="Wait until exactly WORKERS slots run (surplus slots finish their job first).")
-@click.option("--timeout", type=float, help="With --wait: give up after this many seconds (exit 1).")
+@click.option("--timeout", type=float, callback=_seconds, help="With --wait: give up after this many seconds (exit 1).")
 @config_option
 def scale(workers: int, wait: bool, timeout: float | None, config_path: str | None) -> None:
     """Run WORKERS slots (1-4) from now on, live. Extra slots start; surplus slots finish their
@@ -297,7 +307,7 @@ def scale(workers: int, wait: bool, timeout: float | None, config_path: str | No
 
 
 @main.command()
-@click.option("--timeout", type=float, help="Give up waiting after this many seconds (exit 1); the drain goes on.")
+@click.option("--timeout", type=float, callback=_seconds, help="Give up waiting after this many seconds (exit 1); the drain goes on.")
 @config_option
 def drain(timeout: float | None, config_path: str | None) -> None:
     """Stop claiming, let running jobs finish, and return once no job runs (for deploys). The
@@ -333,13 +343,16 @@ def history(states: tuple[str, ...], user: str | None, kind: str | None, file_pa
     from . import render
 
     cfg = _config(config_path)
+    for s in states:
+        if s not in TERMINAL:  # "running" or a typo would list nothing and look like an empty history
+            _fail(f"--status {s!r}: not a finished state (one of {', '.join(sorted(TERMINAL))})", EXIT_BAD_INPUT)
     times: dict[str, int | None] = {}
     for name, val in (("started_after", started_after), ("started_before", started_before),
                       ("ended_after", ended_after), ("ended_before", ended_before)):
         try:
-            times[name] = parse_time(val) if val else None
-        except ValueError:
-            _fail(f"--{name.replace('_', '-')} {val!r}: an RFC 3339 time, a date, or epoch seconds", EXIT_BAD_INPUT)
+            times[name] = parse_time(val) if val is not None else None
+        except ValueError as e:
+            _fail(f"--{name.replace('_', '-')} {val!r}: {e}", EXIT_BAD_INPUT)
     with _calls(cfg):
         res = _client(cfg).history(page=page, page_size=page_size, status=states, user=user, kind=kind,
                                    file=file_part, job_id=job_id, **times)
@@ -559,7 +572,7 @@ def handlers(as_json: bool, config_path: str | None) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON (CONTRACT.md) instead of Markdown.")
-@click.option("--timeout", type=float, help="Hard timeout in seconds.")
+@click.option("--timeout", type=float, callback=_seconds, help="Hard timeout in seconds.")
 def extract(file: str, as_json: bool, timeout: float | None) -> None:
     """Extract one document locally (no Redis): Markdown on stdout. Exit 3 on an extraction error."""
     from tender_pool.extract.command import main_extract

@@ -43,8 +43,9 @@ import setproctitle
 from tender_pool.slots import faults, runner
 from tender_pool.slots.connection import connect
 from tender_pool.slots.queue import Queue
+from tender_pool.slots.slot import orphan_settle_s
 
-from . import control, lifecycle, logs
+from . import control, forking, lifecycle, logs
 from .config import Config, ConfigError, check_functions
 from .embedded import EmbeddedError, EmbeddedRedis
 from .forking import ProcessOps
@@ -311,6 +312,17 @@ class Supervisor:
                 self._release_host(r)
                 raise ConfigError("pool.host_id", self.cfg.pool.host_id,
                                   f"already used by a live daemon (pid {o.pid} on this machine)")
+        # Its slots got their PDEATHSIG: one whose attempt had already ended settles it before it
+        # exits (slot.Slot._on_parent_death). Requeueing their lists first would run that job again;
+        # and a slot still alive could spawn a job after the marker sweep below. So wait for them
+        # (bounded by their own alarm, then SIGKILL), then sweep, then requeue.
+        dead = {o.pid for _, o in ours if o.boot_id == self.owner.boot_id and o.pid and o.pid != os.getpid()}
+        slots = forking.previous_slots(dead) if dead else []
+        if slots:
+            t0 = time.monotonic()
+            stuck = forking.await_exit(slots, orphan_settle_s(self.cfg) + 0.5)
+            self.log.info("previous_slots_exited", pids=slots, killed=stuck,
+                          seconds=round(time.monotonic() - t0, 3))
         killed = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.cfg.pool.host_id}:", prefix=True)
         if killed:
             self.log.warning("killed_leftovers_of_previous_incarnation", pids=killed)

@@ -38,7 +38,10 @@ import io
 import os
 import signal
 import sys
+import time
 from typing import Callable
+
+import psutil
 
 from tender_pool.slots import runner
 
@@ -53,6 +56,59 @@ def kill(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def previous_slots(supervisor_pids: set[int]) -> list[int]:
+    """The slots a dead supervisor of this machine left: live ``tender-pool`` processes in its
+    process group (a slot is forked into its supervisor's group; jobs and JVMs have their own). A
+    supervisor started as a group leader (systemd, a shell, ``start_new_session``) is one; one that
+    was not leaves nothing to find here, and its slots are only those the marker sweep reaches."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "name", "status"]):
+        if p.pid == os.getpid() or p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if os.getpgid(p.pid) not in supervisor_pids:
+                continue
+        except OSError:
+            continue
+        if "tender-pool" in " ".join(p.info["cmdline"] or ()) or "tender-pool" in (p.info["name"] or ""):
+            found.append(p.pid)
+    return found
+
+
+def await_exit(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` for ``pids`` (not our children) to exit, then SIGKILL what is left and
+    wait for that too; returns the pids that had to be killed. A zombie has exited: whoever
+    inherited it reaps it (or not: an init that never reaps must not hold us up). psutil's
+    ``Process`` checks its creation time, so a pid reused meanwhile is never waited for or killed."""
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.Error:
+            pass
+    end = time.monotonic() + timeout
+    alive = [p for p in procs if _running(p)]
+    while alive and time.monotonic() < end:
+        time.sleep(0.01)
+        alive = [p for p in alive if _running(p)]
+    for p in alive:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    end = time.monotonic() + 5
+    while any(_running(p) for p in alive) and time.monotonic() < end:
+        time.sleep(0.01)
+    return [p.pid for p in alive]
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def waitpid() -> tuple[int, int]:

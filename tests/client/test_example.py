@@ -7,6 +7,7 @@ import asyncio
 import re
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -48,14 +49,20 @@ class Request:
         self.headers = headers
 
 
-def example_code() -> str:
-    m = re.search(r"```python\n(.*?)```", tender_pool.client.__doc__, re.S)
-    assert m, "the client docstring has no python example"
-    return m.group(1)
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-@pytest.fixture
-def app(h, monkeypatch):
+def example_code(source: str = "docstring") -> str:
+    """The FastAPI example of the client package's docstring, or of the README (the same endpoint;
+    both are run, so neither can drift into one that fails)."""
+    text = tender_pool.client.__doc__ if source == "docstring" else README.read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "FastAPI" in b]
+    assert len(blocks) == 1, f"the {source} has {len(blocks)} FastAPI examples"
+    return blocks[0]
+
+
+@pytest.fixture(params=["docstring", "readme"])
+def app(h, monkeypatch, request):
     fastapi = types.ModuleType("fastapi")
     fastapi.FastAPI, fastapi.HTTPException, fastapi.Request, fastapi.Response = FastAPI, HTTPException, Request, Response
     responses = types.ModuleType("fastapi.responses")
@@ -64,7 +71,7 @@ def app(h, monkeypatch):
     monkeypatch.setitem(sys.modules, "fastapi.responses", responses)
     monkeypatch.setenv("TENDER_POOL_CONFIG", str(h.config()))
     ns: dict = {}
-    exec(compile(example_code(), "client-example", "exec"), ns)
+    exec(compile(example_code(request.param), f"client-example-{request.param}", "exec"), ns)
     yield ns
     ns["pool"].close()
 
@@ -78,8 +85,9 @@ def parse(chunks: list[str]) -> list[dict]:
     return out
 
 
-def test_the_example_is_about_twenty_lines():
-    code = [line for line in example_code().splitlines() if line.strip()]
+@pytest.mark.parametrize("source", ["docstring", "readme"])
+def test_the_example_is_about_twenty_lines(source):
+    code = [line for line in example_code(source).splitlines() if line.strip()]
     assert len(code) <= 26, len(code)
 
 
@@ -110,6 +118,23 @@ def test_the_example_streams_a_run_and_resumes_from_last_event_id(app):
         with pytest.raises(HTTPException) as e:
             await endpoint("nosuchrun", Request({}))
         assert e.value.status_code == 404
+        await pool.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_example_answers_400_for_a_malformed_run_id_or_last_event_id(app):
+    """Issue 17 item 10: the client raises BadInput for both; an endpoint catching only NotFound
+    answered 500."""
+    pool, endpoint = app["pool"], app["app"].routes["/runs/{run_id}/events"]
+    run = pool.submit_run("u1", "behave", [{"key": "a"}])
+
+    async def scenario():
+        for run_id, headers in (("no such run!", {}), (run.id, {"last-event-id": "garbage"})):
+            with pytest.raises(HTTPException) as e:
+                await endpoint(run_id, Request(headers))
+            assert e.value.status_code == 400, (run_id, headers)
+            assert e.value.detail
         await pool.aclose()
 
     asyncio.run(scenario())
