@@ -215,7 +215,10 @@ class Client:
 
     def wait(self, job_id: str, timeout: float | None = None) -> Job:
         """Poll until the job has ended and return it; past ``timeout`` seconds, return it as it is
-        then (check ``state``). Raises NotFound, Unavailable."""
+        then (check ``state``). Raises NotFound, Unavailable, BadInput (a timeout that is not a finite
+        number of seconds >= 0: NaN would wait for ever, inf overflow the sleep)."""
+        if timeout is not None and not (isinstance(timeout, (int, float)) and 0 <= timeout < float("inf")):
+            raise BadInput(f"timeout {timeout!r}: a finite number of seconds >= 0, or None")
         end = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         while True:

@@ -108,3 +108,10 @@ def test_extract_refuses_a_timeout_that_is_no_deadline(tmp_path, timeout):
     doc.write_text("a,b\n1,2\n")
     res = CliRunner().invoke(main, ["extract", str(doc), "--timeout", timeout])
     refused_in_one_line(res)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1.0])
+def test_wait_refuses_a_timeout_that_is_not_a_finite_number_of_seconds(client, timeout):
+    job = client.submit("u1", "k", {})
+    with pytest.raises(BadInput):
+        client.wait(job.id, timeout=timeout)
