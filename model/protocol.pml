@@ -21,7 +21,8 @@
  *   unstick.lua      UNSTICK            (Reaper, lost-promotion sweep)
  *   promote_due.lua  PROMOTE_DUE        (Reaper)
  *
- * World: 3 jobs (0 and 1 of user 0, 2 of user 1; job 2 runs `--after` job 0), 2 slots (slot s on
+ * World: 3 jobs (0 and 1 of user 0, 2 of user 1; job 0 interactive, the others bulk; job 2 runs
+ * `--after` job 0; HIJ names the interactive job, U2 job 2's user), 2 slots (slot s on
  * host s, each host with its supervisor), 1 reaper (whichever host holds the lease), 1 producer,
  * 1 canceller, and Env (time, replication, failover). Budgets (-D...): CRASHES (all processes
  * together), ERRS (Redis calls that fail or lose their reply), LAPSES (a live host's heartbeat
@@ -45,6 +46,9 @@
  *   FAULT_TAKE_RETRY_NO_LEASE      take_job's lease check skipped on a retry (a9993b1 undone)
  *   FAULT_SETTLE_TAKE_RETRY_REMOVES settle_take on a retry settles again even when its first call
  *                                  re-took the settled job (a9993b1 undone): fenced, LREM proc 0 id
+ *   FAULT_TAKEOVER_DROPS_WAITER    start_job's takeover (an interactive job taking its user's lock
+ *                                  reserved for a bulk job b) takes b out of ready but does not put it
+ *                                  back in the wait list
  */
 
 #ifndef CRASHES
@@ -101,8 +105,15 @@
 #define CANCELLED 6
 #define TERMINAL(x) ((x) >= COMPLETED)
 
-#define USER(j) ((j) == 2 -> 1 : 0)
+#ifndef U2
+#define U2 1          /* job 2's user (U2=0: a third job of user 0, e.g. interactive with HIJ=2) */
+#endif
+#define USER(j) ((j) == 2 -> U2 : 0)
 #define DEP(j)  ((j) == 2 -> 0 : NOJ)
+#ifndef HIJ
+#define HIJ 0         /* the interactive job (priority 'interactive'); the others are bulk. NOJ: all bulk */
+#endif
+#define HI(j)   ((j) == HIJ)
 #define RES 100       /* lock value RES + j is 'r:<j>'; 1..99 are attempt tokens; 0 is no lock */
 
 #define MAXWAITS 2    /* pool.max_waits */
@@ -281,6 +292,8 @@ inline FINISH(L, e, st, u, rsv, head) {
 inline PARK_WAIT(L, e, u) {
   UNCLAIM(L, e); wt[e]++; SETSTATE(e, WAITING); jw[e]++
 }
+/* the lock reserved for another job ('r:<b>', b bulk) and e interactive: e takes it over */
+#define TAKEOVER(u, e) (lk[u] >= RES && lk[u] != RES + (e) && HI(e) && !HI(lk[u] - RES))
 inline START_JOB(L, e, t, res) {
   u = USER(e); rsv = (lk[u] == RES + e); res = R_NONE; adp = 0;
   /* our own retry after a lost reply: the first call did start it (suffix match) */
@@ -319,7 +332,20 @@ inline START_JOB(L, e, t, res) {
      /* a lost promotion: queue behind the waiters (RPUSH, SADD) and promote the head (LPOP: an
         earlier waiter, so promoting first is the same) */
      PROMOTE_WAITER(u, x); PARK_WAIT(L, e, u); wu[u] = 1; res = R_PARKED
-  :: (res == R_NONE && lk[u] != 0 && !rsv) ->
+  :: (res == R_NONE && TAKEOVER(u, e)) ->
+     /* an interactive job finds the lock reserved for a bulk job b ('r:<b>', HGET job:<b> priority):
+        it takes the lock (the run step below SETs its token over the reservation); b, if still in
+        ready (LREM ready:lo -1 b), goes back to the wait list (insert_before_bulk: the head of the
+        bulk waiters; the model keeps no order) and the user to waitusers; b already claimed by a
+        slot: its start finds the lock held and parks it */
+     x = lk[u] - RES;
+#ifndef FAULT_TAKEOVER_DROPS_WAITER
+     if :: rdy[x] > 0 -> rdy[x]--; wt[x]++; wu[u] = 1 :: else -> skip fi;
+#else
+     if :: rdy[x] > 0 -> rdy[x]-- :: else -> skip fi;    /* out of ready, into no wait list */
+#endif
+     x = 0
+  :: (res == R_NONE && lk[u] != 0 && !rsv && !TAKEOVER(u, e)) ->
      wu[u] = 1; PARK_WAIT(L, e, u); res = R_PARKED
   :: else -> skip
   fi;

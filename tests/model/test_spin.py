@@ -6,7 +6,8 @@ counterexample is printed one line per model step (tests/model/spin.py summarize
 The model mirrors slots/lua at the commit in model/mirrors.json: 64a3038's three fixes and
 a9993b1's three retry-path fixes (model/README.md, "Findings") included, and requeue.lua's
 owned_elsewhere (a duplicate entry of a running job whose attempt's own list, its `proc`, holds it:
-DUPS). Seeded faults (copies of
+DUPS), and fairness's takeover (an interactive job taking its user's lock reserved for a bulk job,
+which goes back to the wait list; job 0 is interactive). Seeded faults (copies of
 the protocol with one defect each, among them each of those fixes undone) show spin finds them. Runs
 that expect a counterexample search breadth-first, so theirs is a shortest one."""
 
@@ -58,6 +59,19 @@ SAFE = {
     # list's requeue finds the job running under its own worker id: the job's `proc` (the new list,
     # which holds the entry) now tells it that attempt is not the dead list's
     "1 duplicate entry + 1 crash, 1 job": dict(DUPS=1, CRASHES=1, JOBS=1),
+    # fairness's takeover (start_job: an interactive job finding its user's lock reserved for a bulk
+    # waiter takes it; the bulk job goes back to the wait list). Job 0 is interactive (HIJ, the
+    # default): the retry, deadline, lapse and crash runs above reach it (job 0 back in ready while
+    # the lock is reserved for the bulk job 1). The same world with every job bulk (no takeover):
+    "normal operation + 1 business retry, every job bulk": dict(RETRIES=1, HIJ=255),
+    # job 2 of user 0 and interactive (U2=0, HIJ=2; still --after job 0): the commit's own case,
+    # reached with no fault: job 0 runs, job 1 parks, job 2 is queued; job 0's settle_take reserves
+    # the lock for job 1 and its take part claims job 2 (ready:hi first), which takes the lock over
+    "takeover by a queued interactive job (3 jobs of user 0)": dict(U2=0, HIJ=2),
+    "takeover, 1 Redis error": dict(U2=0, HIJ=2, ERRS=1),
+    "takeover, 1 entry found far past its deadline": dict(U2=0, HIJ=2, LATES=1),
+    "takeover, 1 cancel": dict(U2=0, HIJ=2, CANCELS=1),
+    "takeover, 1 business retry": dict(U2=0, HIJ=2, RETRIES=1),
 }
 
 
@@ -84,6 +98,15 @@ def test_every_job_settles_under_weak_fairness_with_a_crash(tmp_path: Path, caps
     every safety run checks 'every job settles' at quiescence, crash included)."""
     v = run(tmp_path, dict(CRASHES=1, JOBS=1), liveness=True)
     _show(capsys, "liveness (settles), weak fairness, 1 crash, 1 job", v)
+    assert v.errors == 0, v.output
+
+
+@pytest.mark.timeout(120)
+def test_every_job_settles_under_weak_fairness_with_a_takeover(tmp_path: Path, capsys) -> None:
+    """The same in the takeover's world (three jobs of user 0, job 2 interactive): the bulk job the
+    interactive one took the lock from is promoted again once that attempt ends."""
+    v = run(tmp_path, dict(U2=0, HIJ=2), liveness=True)
+    _show(capsys, "liveness (settles), weak fairness, takeover (3 jobs of user 0)", v)
     assert v.errors == 0, v.output
 
 
@@ -134,6 +157,15 @@ SEEDED = {
     # slot, the same worker, starts the job again from its new list; the supervisor's requeue of the
     # dead list finds the job running under its own worker id and requeues it: a second attempt
     "FAULT_REQUEUE_NO_PROC_CHECK": (dict(DUPS=1, CRASHES=1, JOBS=1), "never two attempts of one job at once"),
+    # start_job's takeover (fairness, 2682483) without its insert_before_bulk, in the world of three
+    # jobs of user 0, job 2 interactive, no fault: job 0 runs, job 1 parks behind it, job 2 is
+    # queued; job 0's settle_take releases the lock, reserving it for job 1 ('r:1', job 1 to ready),
+    # and its take part claims job 2, which takes the lock over and LREMs job 1 from ready without
+    # putting it back in wait:0: job 1 is 'waiting' in no list
+    "FAULT_TAKEOVER_DROPS_WAITER": (dict(U2=0, HIJ=2), "no job lost"),
+    # the same fault in the default world (job 0 interactive, 2 jobs): the reaper requeues job 0 far
+    # past its deadline, the release reserves the lock for job 1, a slot claims job 0, which takes over
+    "FAULT_TAKEOVER_DROPS_WAITER, after a requeue": (dict(LATES=1, JOBS=2), "no job lost"),
 }
 
 
@@ -141,6 +173,6 @@ SEEDED = {
 @pytest.mark.parametrize("fault", list(SEEDED))
 def test_seeded_fault_found(fault: str, tmp_path: Path, capsys) -> None:
     budgets, prop = SEEDED[fault]
-    v = run(tmp_path, budgets, (fault,), shortest=True)
+    v = run(tmp_path, budgets, (fault.split(",")[0],), shortest=True)
     _show(capsys, f"seeded fault {fault}", v)
     assert v.errors == 1 and v.trail_steps > 0 and v.prop == prop, (v.prop, v.trail)
