@@ -113,3 +113,172 @@ def test_core_flow_through_a_daemon_and_the_client(ch, cluster):
         assert st.redis_ok and st.online == 2
     finally:
         client.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_slot_sigkilled_mid_job_completes_the_job_once(ch):
+    # Given a daemon with one slot running a job
+    d = ch.daemon(workers=1)
+    d.wait_slots(1)
+    jid = ch.submit("behave", user="alice", payload={"record": str(ch.records), "sleep": 1})
+    wait_until(lambda: (ch.records / f"{jid}.1.start").exists(), 15, what="the first start")
+    # When the slot is SIGKILLed mid-job
+    os.kill(d.slot_pids()[0], signal.SIGKILL)
+    # Then the job is run again by the respawned slot and completes once
+    job = ch.wait_state(jid, timeout=20)
+    assert job.attempts == 2 and job.interruptions == 1 and job.tries == 0
+    att = _attempts(ch.records, jid)
+    assert [n for n, _, end in att if end is not None] == [2], att
+    # and nothing is left in a processing list on the queue's master (the reaper's SCAN found it)
+    assert not [k for k in ch.r.scan_iter(match=f"{ch.prefix}:*:proc:*") if ch.r.llen(k)]
+
+
+class Producer:
+    """Submits ``cf-0``, ``cf-1``, … through a Queue on the cluster URL as fast as they are
+    acknowledged; a refused submit is sent again with the same id (what a platform does)."""
+
+    def __init__(self, cfg_path, record):
+        self.q = Queue.for_config(load(str(cfg_path), {}))
+        self.record = record
+        self.acked: list[str] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True, name="producer")
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(20)
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set():
+            jid = f"cf-{i}"
+            try:
+                self.q.enqueue(SubmitRequest(kind="behave", user=f"u{i % 5}", id=jid,
+                                             payload={"record": str(self.record), "sleep": 0.02}))
+                self.acked.append(jid)
+                i += 1
+            except redis.RedisError as e:
+                self.errors.append(repr(e))
+                time.sleep(0.02)
+            time.sleep(0.005)
+
+
+@pytest.mark.timeout(90)
+def test_a_master_failed_over_while_jobs_run_loses_nothing_and_runs_nothing_twice(ch, cluster):
+    # Given load flowing through a daemon (2 slots) and a producer on the cluster URL
+    cfg = ch.config(workers=2, heartbeat=1)
+    d = ch.daemon(workers=2, heartbeat=1)
+    d.wait_slots(2)
+    with Producer(cfg, ch.records) as p:
+        wait_until(lambda: len(p.acked) >= 40, 30, what="load before the failover")
+        # When the replica of the master owning the queue's slot takes over (CLUSTER FAILOVER)
+        old, new = cluster.failover("tender_parse")
+        n = len(p.acked)
+        wait_until(lambda: len(p.acked) >= n + 40, 30, what="load after the failover")
+    acked = list(p.acked)
+    assert cluster.owner("tender_parse") == new != old
+    warnings = [ln for ln in d.logs().splitlines() if '"warning"' in ln or '"error"' in ln]
+    print(f"\nmaster {old} -> {new}: acked {len(acked)}, producer errors {len(p.errors)} {p.errors[:2]}, "
+          f"daemon warnings {len(warnings)} {warnings[:3]}")
+    q = Queue.for_config(load(str(cfg), {}))
+
+    def states() -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for jid in acked:
+            j = q.get(jid)
+            out.setdefault(j.state.value if j else "LOST", []).append(jid)
+        return out
+
+    # Then every acknowledged job completes …
+    try:
+        wait_until(lambda: set(states()) == {"completed"}, 40, interval=0.3, what="every acknowledged job completed")
+    except AssertionError:
+        raise AssertionError(f"{ {k: (len(v), v[:5]) for k, v in states().items()} } master {old} -> {new}\n"
+                             + "\n".join(ln for ln in d.logs().splitlines() if '"warning"' in ln or '"error"' in ln)[-4000:]) from None
+    # … each started once by its handler, completed once, and its attempts say so
+    twice = {jid: _attempts(ch.records, jid) for jid in acked if len(_attempts(ch.records, jid)) != 1}
+    assert not twice, f"run more than once: {list(twice.items())[:3]}"
+    assert all(q.get(jid).attempts == 1 for jid in acked)
+    # and the slots followed the slot to the new master without restarting
+    assert not d.log_events("slot_exited")
+
+
+@pytest.mark.timeout(60)
+def test_two_queues_on_two_masters_two_daemons_both_work(tmp_path, cluster):
+    # Given two queue names whose hash slots two different masters own, and a daemon for each
+    qa, qb = cluster.tags_on_distinct_masters("tq", 2)
+    assert cluster.owner(qa) != cluster.owner(qb)
+    h = Harness(tmp_path, _ClusterServer(cluster))  # type: ignore[arg-type]
+    try:
+        for name, queue in (("a", qa), ("b", qb)):
+            h.daemon(name, workers=1, extra=_queue_cfg(queue)).wait_slots(1)
+        # When each gets jobs through its own config
+        jids = {name: [h.submit("noop", user=f"u{i}", name=name) for i in range(3)] for name in ("a", "b")}
+        # Then both run them, and each queue's keys are on its own master only
+        for name in ("a", "b"):
+            for jid in jids[name]:
+                h.wait_state(jid, timeout=20, name=name)
+        for queue in (qa, qb):
+            owner = cluster.owner(queue)
+            for port in cluster.masters():
+                with cluster.node(port).client() as c:
+                    n = sum(1 for _ in c.scan_iter(match=f"{h.prefix}:{{{queue}}}:*", count=1000))
+                assert (n > 0) == (port == owner), (queue, port, owner, n)
+    finally:
+        h.close()
+
+
+def _write_cfg(tmp_path, url: str, redis_extra: str = "") -> str:
+    p = tmp_path / "c.toml"
+    p.write_text(f'[redis]\nurl = "{url}"\n{redis_extra}\n[pool]\nstate_dir = "{tmp_path}"\n')
+    return str(p)
+
+
+@pytest.mark.timeout(20)
+def test_cluster_urls_are_validated_at_load_and_wait_replicas_defaults_to_zero(tmp_path):
+    from conftest import TENDER_POOL
+    import subprocess
+
+    from tender_pool.supervisor.config import parse_cluster_url
+
+    # a good URL: startup nodes (port 6379 by default), db 0 only; no WAIT unless asked
+    good = "redis+cluster://10.0.0.1:7000,10.0.0.2/0"
+    assert parse_cluster_url(good) == [("10.0.0.1", 7000), ("10.0.0.2", 6379)]
+    assert load(_write_cfg(tmp_path, good), {}).redis.wait_replicas == 0
+    assert load(_write_cfg(tmp_path, good, "wait_replicas = 1"), {}).redis.wait_replicas == 1
+    # a bad one stops every command with one config: line and exit 2, before any connection
+    for bad in ("redis+cluster://h:notaport", "redis+cluster://h:7000/3", "redis+cluster://"):
+        out = subprocess.run([TENDER_POOL, "status", "--json", "-c", _write_cfg(tmp_path, bad)],
+                             capture_output=True, text=True, timeout=15)
+        assert out.returncode == 2, (bad, out)
+        assert out.stderr.strip() == f"config: redis.url: {bad}: redis+cluster://host:port[,host:port…][/0]", out.stderr
+
+
+@pytest.mark.timeout(30)
+def test_wait_on_a_cluster_counts_the_slot_masters_replicas(cluster):
+    from tender_pool.slots.connection import FastLane, NotReplicated
+
+    # Given the queue's master with its one replica, and writes asking for 1 and for 2 replicas
+    prefix = "w" + uuid.uuid4().hex[:8]
+    client = Client(cluster.url, prefix=prefix, replicas=1, wait_timeout=0.3, socket_timeout=3)
+    lane = FastLane(connect(cluster.url, 3))
+    key = f"{prefix}:{{tender_parse}}:probe"
+    append = "return redis.call('RPUSH', KEYS[1], ARGV[1])"
+    try:
+        # Then one replica acknowledges (client submit: WAIT on the master's own connection) …
+        assert client.submit("u1", "noop").state == "queued"
+        assert lane.script(append, [key], ["a"], replicas=1, timeout_ms=300) == 1
+        assert int(lane.call("CONFIG", "GET", "port")[b"port"]) == cluster.owner("tender_parse")
+        # … and two cannot: the write ran on the master, it is not acknowledged
+        with pytest.raises(NotReplicated) as e:
+            lane.script(append, [key], ["b"], replicas=2, timeout_ms=300)
+        assert e.value.acked == 1 and e.value.result == 2
+        with pytest.raises(NotReplicated):
+            Client(cluster.url, prefix=prefix, replicas=2, wait_timeout=0.3, socket_timeout=3).submit("u1", "noop")
+    finally:
+        client.close()
