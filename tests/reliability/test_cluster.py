@@ -111,6 +111,15 @@ def test_core_flow_through_a_daemon_and_the_client(ch, cluster):
         # status from Redis alone (no local socket): the daemon's two slots
         st = Client(cluster.url, prefix=ch.prefix, socket_timeout=3).status()
         assert st.redis_ok and st.online == 2
+        # and the CLI on the same config: submit --wait, job, status (socket and --redis), history
+        out = ch.cli("submit", "--kind", "noop", "--user", "cli", "--wait", "--timeout", "20")
+        assert out.returncode == 0 and json.loads(out.stdout)["state"] == "completed", out
+        assert ch.cli("job", json.loads(out.stdout)["id"], "--json").returncode == 0
+        for extra in ((), ("--redis",)):
+            out = ch.cli("status", "--json", *extra)
+            assert out.returncode == 0 and json.loads(out.stdout)["redis_ok"], (extra, out.stdout[-500:], out.stderr)
+        out = ch.cli("history", "--json")
+        assert out.returncode == 0 and json.loads(out.stdout)["total"] >= len(jids) + 1
     finally:
         client.close()
 
