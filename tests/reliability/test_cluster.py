@@ -8,7 +8,11 @@ queue in its hash slot.
 - the master owning the queue's slot failed over (``CLUSTER FAILOVER`` on its replica) while jobs
   run: every acknowledged job completes, none starts again after it completed;
 - two queues whose slots two different masters own: two daemons, both work, each queue's keys on
-  its own master only.
+  its own master only, and each process's keyless reads (SCAN, INFO) on its queue's master;
+- ``redis+cluster://`` URLs validated at load; WAIT counts the slot master's replicas; CLUSTERDOWN is
+  a ConnectionError to every caller;
+- the queue's master SIGKILLed under load with ``wait_replicas = 1``: no acknowledged job lost, none
+  run again after it completed (acknowledgements resume once the old master rejoins as a replica).
 
 One cluster serves the whole module (it takes seconds to form); each test has its own key prefix
 and, where it fails a master over, finds the owner afresh.
@@ -297,3 +301,65 @@ def test_wait_on_a_cluster_counts_the_slot_masters_replicas(cluster):
             Client(cluster.url, prefix=prefix, replicas=2, wait_timeout=0.3, socket_timeout=3).submit("u1", "noop")
     finally:
         client.close()
+
+
+@pytest.mark.timeout(40)
+def test_the_clusters_transient_errors_are_connection_errors_and_pass(cluster):
+    from tender_pool.slots.connection import FastLane
+
+    # Given a client and a FastLane that have used a key of a slot
+    key = f"x{uuid.uuid4().hex[:6]}:{{cdown}}:k"
+    r, lane = connect(cluster.url, 3), FastLane(connect(cluster.url, 3))
+    r.set(key, "1")
+    assert lane.call("GET", key) == b"1"
+    owner, slot = cluster.owner("cdown"), keyslot("cdown")
+    # When its master stops serving the slot (CLUSTERDOWN, as while a failover is under way)
+    with cluster.node(owner).client() as c:
+        c.execute_command("CLUSTER", "DELSLOTS", slot)
+        try:
+            # Then both raise a ConnectionError, which every retry loop treats as "back off, reconnect"
+            with pytest.raises(redis.ConnectionError, match="ClusterDown"):
+                lane.call("GET", key)
+            with pytest.raises(redis.ConnectionError, match="ClusterDown"):
+                r.get(key)
+        finally:
+            c.execute_command("CLUSTER", "ADDSLOTS", slot)
+    cluster.wait_ready()
+    # and both work again once the slot is served
+    wait_until(lambda: lane.call("GET", key) == b"1", 10, what="the lane to work again")
+    assert r.get(key) == b"1"
+
+
+@pytest.mark.timeout(90)
+def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster):
+    # Runs last: the module's cluster is left with the old master as a replica.
+    # Given load through a daemon and a producer, every write acknowledged by the master's replica
+    # (wait_replicas = 1: without it a SIGKILL loses what had not reached the replica yet)
+    wait1 = "wait_replicas = 1\nwait_timeout = 0.5"
+    cfg = ch.config(workers=2, heartbeat=2)
+    cfg.write_text(cfg.read_text().replace("socket_timeout = 3", f"socket_timeout = 3\n{wait1}"))
+    assert load(str(cfg), {}).redis.wait_replicas == 1
+    d = ch.daemon()  # on the config file as written above
+    d.wait_slots(2)
+    with Producer(cfg, ch.records) as p:
+        wait_until(lambda: len(p.acked) >= 30, 30, what="load before the kill")
+        # When the master owning the queue's slot is SIGKILLed (its replica is promoted ~2 s later)
+        old = cluster.owner("tender_parse")
+        new = cluster.replicas_of(old)[0]
+        cluster.node(old).kill(signal.SIGKILL)
+        n = len(p.acked)
+        cluster.wait_owner("tender_parse", new, 20)
+        # (the promoted master has no replica left, so nothing is acknowledged until the old one,
+        # restarted, rejoins as its replica)
+        cluster.node(old).start()
+        wait_until(lambda: len(p.acked) >= n + 30, 40, what="load after the promotion")
+    acked = list(p.acked)
+    assert cluster.owner("tender_parse") == new
+    q = Queue.for_config(load(str(cfg), {}))
+    # Then every acknowledged job completes, none started again after it had completed
+    wait_until(lambda: all((j := q.get(jid)) is not None and j.state.value == "completed" for jid in acked), 40,
+               interval=0.3, what="every acknowledged job completed")
+    rerun = [(jid, att) for jid in acked if (att := _attempts(ch.records, jid))
+             and any(s > min(e for _, _, e in att if e) for _, s, _ in att if any(e for _, _, e in att))]
+    print(f"\nmaster {old} SIGKILLed -> {new}: acked {len(acked)}, producer errors {len(p.errors)}")
+    assert not rerun, rerun[:3]
