@@ -82,6 +82,7 @@ from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.exceptions import (
     AskError,
     ClusterError,
+    MovedError,
     RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
@@ -215,13 +216,12 @@ class _Home:
         self.slot: int | None = None
 
     def learn(self, client: RedisCluster, args: tuple[Any, ...]) -> None:
-        if self.slot is not None or not args or _command_name(args) in _HOME_COMMANDS:
-            return
-        if str(args[0]).upper() in ("COMMAND", "CLUSTER", "SCRIPT", "WAIT", "CLIENT") or not hasattr(
-            client, "commands_parser"  # still being built (its COMMAND call)
-        ):
+        # no commands_parser yet: redis-py's __init__ is still sending its COMMAND
+        if self.slot is not None or not args or not hasattr(client, "commands_parser"):
             return
         name = str(args[0]).upper()
+        if name in ("COMMAND", "CLUSTER", "SCRIPT", "WAIT", "CLIENT") or _command_name(args) in _HOME_COMMANDS:
+            return
         if name in ("EVAL", "EVALSHA") and (len(args) < 4 or int(args[2]) == 0):
             return  # no keys: redis-py would pick a random slot
         try:
@@ -245,12 +245,12 @@ class _Cluster(RedisCluster):
 
     def execute_command(self, *args: Any, **kw: Any) -> Any:
         home = self._home
-        if "target_nodes" not in kw:
-            if home.slot is None:
-                home.learn(self, args)
-            elif _command_name(args) in _HOME_COMMANDS:
-                kw["target_nodes"] = home.node(self)
         try:
+            if "target_nodes" not in kw:
+                if home.slot is None:
+                    home.learn(self, args)
+                elif _command_name(args) in _HOME_COMMANDS:
+                    kw["target_nodes"] = home.node(self)
             return super().execute_command(*args, **kw)
         except _CLUSTER_TRANSIENT as e:
             raise ClusterMoving(f"{type(e).__name__}: {e}") from None
@@ -267,10 +267,6 @@ class _Cluster(RedisCluster):
         if node is not None and "target_nodes" not in kw:
             return self.get_redis_connection(node).scan_iter(*a, **kw)
         return super().scan_iter(*a, **kw)
-
-    def node_for(self, key: Any) -> redis.Redis:
-        """A plain client to the master owning ``key``'s slot (as the cached slot map says)."""
-        return self.get_redis_connection(self.get_node_from_key(key))
 
 
 class _ClusterPipeline(ClusterPipeline):
@@ -514,7 +510,8 @@ def _wait_replicated_cluster(
             pipe.execute_command("WAIT", replicas, timeout_ms)
             *results, acked = pipe.execute()
     except AskError as e:  # MOVED (a failover) or ASK (a slot migrating): nothing ran
-        client.nodes_manager.move_slot(e)
+        if isinstance(e, MovedError):
+            client.nodes_manager.move_slot(e)
         raise ClusterMoving(f"{type(e).__name__}: {e}") from None
     except (ClusterError, TryAgainError) as e:
         raise ClusterMoving(f"{type(e).__name__}: {e}") from None
@@ -694,10 +691,10 @@ class FastLane:
             try:
                 self._ready_cluster(self._slot)
                 return self._exchange(commands)
-            except AskError as e:
-                self.cluster.nodes_manager.move_slot(e)
-                if attempt:
+            except AskError as e:  # ASK: the slot is migrating; not followed (one queue, one slot)
+                if attempt or not isinstance(e, MovedError):
                     raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+                self.cluster.nodes_manager.move_slot(e)
             except (ClusterError, TryAgainError) as e:
                 self._stale = True
                 raise ClusterMoving(f"{type(e).__name__}: {e}") from None

@@ -237,7 +237,8 @@ def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Confi
 
 
 def _check_url(url: str, key: str) -> None:
-    ok = url == "embedded" or url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://"))
+    schemes = ("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://")
+    ok = url == "embedded" or url.startswith(schemes)
     if not ok:
         raise ConfigError(key, url, "a redis://, rediss://, unix://, redis+sentinel:// or redis+cluster:// URL, "
                           "or \"embedded\"")

@@ -89,7 +89,8 @@ class Cluster:
                             info = info.decode()
                         if "cluster_state:ok" not in str(info) or "cluster_slots_ok:16384" not in str(info):
                             return False
-                        views.add(tuple(sorted((int(s[0]), int(s[1]), int(s[2][1])) for s in c.execute_command("CLUSTER", "SLOTS"))))
+                        slots = c.execute_command("CLUSTER", "SLOTS")
+                        views.add(tuple(sorted((int(s[0]), int(s[1]), int(s[2][1])) for s in slots)))
                 except redis.RedisError:
                     return False
             if len(views) != 1:
