@@ -272,11 +272,33 @@ class _Cluster(RedisCluster):
 class _ClusterPipeline(ClusterPipeline):
     _home: _Home
 
+    def scan(self, cursor: int = 0, match: Any = None, count: int | None = None, _type: str | None = None,
+             **kw: Any) -> Any:
+        """Queued like any command (redis-py blocks SCAN in a cluster pipeline); ``execute`` sends it
+        to the queue's master. Answers ``(cursor, keys)`` as ``redis.Redis.scan`` does."""
+        args: list[Any] = ["SCAN", cursor]
+        if match is not None:
+            args += ["MATCH", match]
+        if count is not None:
+            args += ["COUNT", count]
+        if _type is not None:
+            args += ["TYPE", _type]
+        return self.execute_command(*args, **kw)
+
     def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Keyless server commands queued here (a consumer's resync SCAN) go to the queue's master
+        too: redis-py refuses a SCAN in a pipeline, which it would send to every master."""
         queue = self._execution_strategy.command_queue
-        if self._home.slot is None and queue:
-            self._home.learn(self, queue[0].args)
+        home = self._home
+        for c in queue:
+            if home.slot is not None:
+                break
+            home.learn(self, c.args)
         try:
+            if home.slot is not None:
+                for c in queue:
+                    if "target_nodes" not in c.options and _command_name(c.args) in _HOME_COMMANDS:
+                        c.options["target_nodes"] = home.node(self)
             return super().execute(raise_on_error)
         except _CLUSTER_TRANSIENT as e:
             raise ClusterMoving(f"{type(e).__name__}: {e}") from None
