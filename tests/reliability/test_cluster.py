@@ -85,6 +85,7 @@ def test_core_flow_through_a_daemon_and_the_client(ch, cluster):
     d = ch.daemon(workers=2)
     d.wait_slots(2)
     client = Client(cluster.url, prefix=ch.prefix, socket_timeout=3)
+    assert client.register_consumer_group("platform")
     try:
         # When jobs are submitted through the client and the harness's Queue
         jobs = [client.submit(f"u{i}", "behave", {"record": str(ch.records)}) for i in range(3)]
@@ -100,6 +101,12 @@ def test_core_flow_through_a_daemon_and_the_client(ch, cluster):
                 assert {f"{ch.prefix}:{{tender_parse}}:job:{jid}" for jid in jids} <= ours
             else:
                 assert not ours, (port, sorted(ours)[:5])
+        # a consumer group gets every one's transitions from the queue-wide stream
+        done: set[str] = set()
+
+        def apply(events):
+            done.update(e.job_id for e in events if e.type == "job_completed")
+        client.consume("platform", "c1", apply, block_ms=200, stop=lambda: set(jids) <= done)
         # history pages them
         page = client.history(page_size=10)
         assert {i.id for i in page.items} >= set(jids) and page.total >= len(jids)
