@@ -45,12 +45,36 @@ def cpu_and_commands(node) -> tuple[float, int]:
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), int(stats["total_commands_processed"])
 
 
+class _Plain:
+    """One redis-server on a free TCP port with the cluster nodes' settings, cluster mode off."""
+
+    def __init__(self, root: Path):
+        from support.sentinel import Node, free_port, wait_until
+
+        port = free_port()
+        self.node_ = Node("plain", port, root, ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir",
+                                                str(root), "--appendonly", "no", "--save", "", "--logfile", "redis.log"])
+        self.node_.start()
+        wait_until(self.node_.ping, 10, what="redis-server")
+        self.url = f"redis://127.0.0.1:{port}/0"
+
+    def owner(self, _key: str) -> int:
+        return self.node_.port
+
+    def node(self, _port: int):
+        return self.node_
+
+    def stop(self) -> None:
+        self.node_.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--plain", action="store_true", help="the same on one plain redis-server (TCP), for the ratio")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
-    cluster = started(tmp)
+    cluster = started(tmp) if not args.plain else _Plain(tmp)
     daemon = None
     try:
         prefix = "b" + uuid.uuid4().hex[:6]
