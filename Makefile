@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
-APT_PACKAGES := redis-server python3-venv default-jdk-headless libapache-poi-java antiword procps prometheus systemd libreoffice-calc-nogui spin
+APT_PACKAGES := redis-server python3-venv default-jdk-headless libapache-poi-java antiword procps prometheus systemd libreoffice-calc-nogui spin chromium chromium-driver
 
 .PHONY: setup deps venv jvm run test bench clean
 
@@ -18,7 +18,7 @@ deps:
 
 venv: deps
 	@$(PY) -m pip --version >/dev/null 2>&1 || python3 -m venv --clear $(VENV)  # new, or half-made by an interrupted run
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[daemon,test]'
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[daemon,web,test]'
 
 jvm: deps
 	@if [ -x jvm/build.sh ]; then bash jvm/build.sh; fi

@@ -1,6 +1,8 @@
 """Per-file wall time through ``extract()`` on the corpus, the page-estimate distribution and coverage.
 
 Run: ``.venv/bin/python bench/bench_extract.py [--kinds docx,xlsx,pdf,doc,xls] [--warm]``.
+``--formulas``: instead, issue 17 item 12: the 12k-row bill as openpyxl writes it (formulas without cached values)
+against the same bill with the values LibreOffice computed and cached, through each reader path.
 ``--large``: instead, the issue-13 table: every reader variant on the generated 12k-row bill of quantities
 (tests/extract/bigbook.py, .xlsx and its LibreOffice .xls twin), 53446.xls, the 130-page .doc, and the stages
 of a small .doc through ``run_job`` (best of ``--rounds``), with the machine's load average.
@@ -27,10 +29,13 @@ def main() -> int:
     ap.add_argument("--kinds", default="docx,xlsx,pdf,doc,xls")
     ap.add_argument("--warm", action="store_true", help="use one WarmJvm for doc/xls")
     ap.add_argument("--large", action="store_true", help="the reader-variant table of issue 13")
+    ap.add_argument("--formulas", action="store_true", help="the uncached-formula table of issue 17")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if args.large:
         return large(args.rounds)
+    if args.formulas:
+        return formulas(args.rounds)
     kinds = set(args.kinds.split(","))
     warm = None
     if args.warm:
@@ -114,6 +119,33 @@ def _forked(fn, rounds: int) -> tuple[float, float]:
         wall.append(time.perf_counter() - t0)
         cpu.append(ru.ru_utime + ru.ru_stime)
     return min(wall), min(cpu)
+
+
+def formulas(rounds: int) -> int:
+    """Milliseconds (best of ``rounds`` after one untimed run, in a forked child as a slot runs a job) for the bill
+    of quantities with formulas and no cached values (bigbook.make_formula_xlsx: ~26k formula cells of ROUND, IF,
+    &, SUM, cross-sheet references) and for its LibreOffice resave with every value cached."""
+    import bigbook
+
+    from tender_pool.extract.xlsx import read_xlsx_openpyxl
+    from tender_pool.extract.xlsx_stream import read_stream
+
+    bigbook.ensure_soffice()
+    raw, cached = (str(p) for p in bigbook.formula_paths())
+    print(f"{'document':44s} {'variant':44s} {'wall ms':>8s} {'CPU ms':>8s}")
+    for doc, path in (("bill 12k rows, formulas without values", raw), ("same bill, values cached (LibreOffice)", cached)):
+        for variant, fn, n in (("openpyxl path (before, for uncached formulas)", lambda: read_xlsx_openpyxl(path), 1),
+                               ("xlsx-stream -> blocks", lambda: read_stream(path), rounds),
+                               ("extract() (blocks + Markdown + pages)", lambda: extract(path), rounds)):
+            if n > 1:
+                fn()  # warm-up (imports, page cache); the openpyxl row, ~6 s, runs once
+            wall, cpu = _forked(fn, n)
+            print(f"{doc:44s} {variant:44s} {wall * 1000:8.1f} {cpu * 1000:8.1f}", flush=True)
+        x = extract(path)
+        print(f"{'':44s} engine {x.engine}; {'; '.join(x.warnings) or 'no warnings'}")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())} "
+          f"on {__import__('os').cpu_count()} CPUs")
+    return 0
 
 
 def large(rounds: int) -> int:

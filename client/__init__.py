@@ -18,6 +18,7 @@ API: ``submit``, ``submit_run``, ``job``, ``run``, ``runs``, ``cancel``, ``cance
 keeping the platform's tables in step: ``register_consumer_group``, ``consume``, ``aconsume``,
 ``consumer_groups`` (``consumer``).
 Errors (``errors``): ``NotFound``, ``Unavailable``, ``BadInput``, ``NotReplicated``.
+Function handlers (``context``): ``JobContext`` (what the function is called with), ``Final``.
 
 A web endpoint streaming a run's events as server-sent events (FastAPI); a browser's EventSource
 resends the last ``id`` it saw when it reconnects, and the stream resumes right after it:
@@ -58,6 +59,7 @@ async def run_events(run_id: str, request: Request):
 
 from .client import CancelResult, Client, RunCancel, RunRetry
 from .consumer import GroupInfo, JobSnapshot
+from .context import Final, JobContext
 from .errors import BadInput, NotFound, NotReplicated, Unavailable, Undecodable
 from .history import HistoryFilter, HistoryPage
 from .models import Counts, Event, Job, Run, RunJob, RunSummary
@@ -68,10 +70,12 @@ __all__ = [
     "Client",
     "Counts",
     "Event",
+    "Final",
     "GroupInfo",
     "HistoryFilter",
     "HistoryPage",
     "Job",
+    "JobContext",
     "JobSnapshot",
     "NotFound",
     "NotReplicated",

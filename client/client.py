@@ -25,9 +25,11 @@ import redis
 from tender_pool.slots import scripts
 from tender_pool.slots.connection import connect, wait_replicated
 from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import JobRecord, JobView, SubmitRequest, check_job_id, check_name, check_submit
+from tender_pool.supervisor.types import (MAX_RUN_ID, JobRecord, JobView, SubmitRequest, check_job_id, check_name,
+                                          check_submit)
 
 from . import consumer, follow, items as _items, records
+from .run_submit import RunWriter
 from .errors import BadInput, NotFound, Unavailable, translated
 from .history import HistoryFilter, HistoryPage, query
 from .models import FINAL_RUN_STATES, Event, Job, Run, RunSummary
@@ -35,7 +37,6 @@ from .models import FINAL_RUN_STATES, Event, Job, Run, RunSummary
 _json = msgspec.json.Encoder()
 DEFAULT_RETENTION_S = 604800
 DEFAULT_LOCK_TTL_MS = 663_000  # the default extract timeout + kill grace + 60 s (config.lock_ttl_ms)
-MAX_RUN_ID = 180  # its jobs are <run id>.<n>, and job ids have at most 200 characters
 RUNS_BATCH = 200
 
 
@@ -101,7 +102,9 @@ class Client:
         self.socket_timeout = socket_timeout
         self.config = config
         self.r = connect(url, socket_timeout)
-        self._scripts = scripts.register(self.r, "enqueue", "cancel", "run_submit", "run_cancel", "run_retry")
+        self._scripts = scripts.register(self.r, "enqueue", "cancel", "run_submit", "run_queue", "run_abort",
+                                         "run_cancel", "run_retry")
+        self.writer = RunWriter(self.r, self.k, self._scripts, replicas, self.wait_ms)
         self._ar: Any = None
         self._ar_loop: Any = None
         self._probe: Any = None
@@ -178,19 +181,27 @@ class Client:
         return records.decode_job(h) if h else None
 
     def job(self, job_id: str) -> Job:
-        """``job --json``. Raises NotFound, Undecodable, Unavailable."""
+        """``job --json`` (a plain job's id, or a run job's ``<run id>/<n>``). Raises NotFound,
+        Undecodable, Unavailable."""
+        return JobView.of(self._existing(job_id))
+
+    def _existing(self, job_id: str) -> JobRecord:
+        """The job's record; NotFound for none, and for a job of a run not sealed yet (staged by a
+        submission still under way, or one that died: it expires; CONTRACT "Runs")."""
         rec = self.record(job_id)
-        if rec is None:
+        if rec is None or (rec.run and self._unsealed(rec.run)):
             raise NotFound(f"no such job: {job_id}")
-        return JobView.of(rec)
+        return rec
+
+    def _unsealed(self, run_id: str) -> bool:
+        with translated(self.url):
+            return bool(self.r.hexists(self.k.run(run_id), "staging"))
 
     def cancel(self, job_id: str) -> CancelResult:
         """Cancel a job: ended at once if not running (``cancelled``); a running one is flagged and
         its slot kills its process group within about a second (``signalled``); one that had ended
         is left alone (``already``). Finished results stay. Raises NotFound, Unavailable."""
-        rec = self.record(job_id)
-        if rec is None:
-            raise NotFound(f"no such job: {job_id}")
+        rec = self._existing(job_id)
         k = self.k
         keys = [k.job(rec.id), k.ready_hi, k.ready_lo, k.wait(rec.user), k.waitusers, k.delayed, k.finished,
                 k.deps(rec.id), k.lock(rec.user), *k.state_keys(rec.user, getattr(rec, "run", None)),
@@ -253,11 +264,13 @@ class Client:
 
     def submit_run(self, user: str, kind: str, items: Iterable[Any], *, priority: str = "bulk",
                    max_parallel: int | None = None, overwrite: bool = False, run_id: str | None = None) -> Run:
-        """Create a run of one job per item (dicts with ``key`` and ``payload``, keys unique) in one
-        atomic step and return it (``runs show``). An item whose input hash matches a completed job
-        of the same user and kind within the retention is ``skipped`` with that job's result, unless
-        ``overwrite``. ``max_parallel`` caps how many of the run's jobs run at once. ``run_id``
-        (optional, else generated) makes a retry after ``NotReplicated`` create one run, not two.
+        """Create a run of one job per item (dicts with ``key`` and ``payload``, keys unique; job ids
+        ``<run id>/<n>``) and return it (``runs show``). An item whose input hash matches a completed
+        job of the same user and kind within the retention is ``skipped`` with that job's result,
+        unless ``overwrite``. ``max_parallel`` caps how many of the run's jobs run at once.
+        The run is written in bounded chunks and sealed by the last (``run_submit``): ``run_id``
+        (else generated) makes a retry after ``Unavailable`` or ``NotReplicated`` resume or return
+        the same run, never make a second; the same id with other items or options is BadInput.
         Raises BadInput (naming the item), Unavailable, NotReplicated."""
         check_name(user, "user")
         self._check_kind(kind)
@@ -267,29 +280,15 @@ class Client:
             raise BadInput(f"max_parallel {max_parallel!r}: a positive integer (0 or None: no cap)")
         if run_id is None:
             run_id = "r" + secrets.token_hex(8)
-        elif len(run_id) > MAX_RUN_ID:
+        elif isinstance(run_id, str) and len(run_id) > MAX_RUN_ID:
             raise BadInput(f"run id {run_id[:20]!r}…: at most {MAX_RUN_ID} characters")
         check_job_id(run_id, "run id")
+        if not run_id.strip("."):  # its jobs' result directories would be results_dir/../<n>
+            raise BadInput(f"run id {run_id!r}: not only dots")
         checked = _items.check_items(items)
-        hashes = _items.input_hashes(kind, [it.payload for it in checked])
-        k = self.k
-        done_keys = [k.done(kind, user, h) if h and not overwrite else k.done(kind, user, "-") for h in hashes]
-        keys = [k.run(run_id), k.runjobs(run_id), k.runs, k.userruns(user), k.run_events(run_id), k.runwait(run_id),
-                k.events, k.active, k.inready, k.backlog(user), k.ready_hi, k.ready_lo]
-        args: list[Any] = [run_id, user, kind, priority, max_parallel or 0, "1" if overwrite else "0", self.retention_s]
         with translated(self.url):
-            lookups = [i for i, h in enumerate(hashes) if h and not overwrite]
-            sources: dict[int, str] = {}
-            if lookups:
-                found = self.r.mget([done_keys[i] for i in lookups])
-                sources = {i: records.s(v) or "" for i, v in zip(lookups, found) if v}
-            for n, (it, h) in enumerate(zip(checked, hashes)):
-                src = sources.get(n, "")
-                keys += [k.job(f"{run_id}.{n + 1}"), done_keys[n], k.job(src or "-")]
-                args += [f"{run_id}.{n + 1}", it.key, _json.encode(it.payload), h, src]
-            keys += [k.inready_hi, k.hibacklog(user)]
-            wait_replicated(self.r, self.replicas, self.wait_ms,
-                            lambda p: self._scripts["run_submit"](keys=keys, args=args, client=p))
+            self.writer.submit(run_id, user, kind, checked, priority=priority, max_parallel=max_parallel or 0,
+                               overwrite=overwrite, retention_s=self.retention_s)
             return self.run(run_id)
 
     def run(self, run_id: str) -> Run:
@@ -331,10 +330,10 @@ class Client:
         """(user, kind, job ids) of a run, for the scripts' per-user and per-job KEYS."""
         check_job_id(run_id, "run id")
         p = self.r.pipeline(transaction=False)
-        p.hmget(self.k.run(run_id), "user", "kind")
+        p.hmget(self.k.run(run_id), "user", "kind", "staging")
         p.lrange(self.k.runjobs(run_id), 0, -1)
-        (user, kind), ids = p.execute()
-        if user is None:
+        (user, kind, staging), ids = p.execute()
+        if user is None or staging is not None:  # unsealed: not a run yet
             raise NotFound(f"no such run: {run_id}")
         return records.s(user) or "", records.s(kind) or "", [records.s(j) or "" for j in ids]
 
@@ -497,6 +496,30 @@ class Client:
         if not view.redis_ok:
             raise Unavailable(view.error or f"Redis unreachable at {self.url}")
         return status_client.as_status(view)
+
+    def scale(self, n: int) -> str:
+        """``tender-pool scale N`` (without ``--wait``): the local daemon runs ``n`` slots from now on.
+        Only over the local status socket (its group decides who may): Unavailable where there is
+        none or it refuses the connection, BadInput when the daemon refuses the request."""
+        return self._control("scale", n)
+
+    def drain(self) -> str:
+        """``tender-pool drain`` without the wait: the local daemon stops claiming; running jobs
+        finish (``status`` shows when none runs). Raises as ``scale``."""
+        return self._control("drain")
+
+    def _control(self, op: str, workers: int | None = None) -> str:
+        from tender_pool.supervisor import status_client
+
+        if not self.status_socket:
+            raise Unavailable(f"{op}: no status socket configured for this client")
+        try:
+            reply = status_client.control(self.status_socket, op, workers)
+        except status_client.StatusUnavailable as e:
+            raise Unavailable(str(e)) from None
+        if not reply.ok:
+            raise BadInput(f"{op} refused: {reply.error}")
+        return reply.message
 
 
 def _async_connect(url: str, socket_timeout: float) -> Any:

@@ -107,18 +107,19 @@ def snapshot(k: Keys, run_id: str) -> Steps:
     def queue(p: Any) -> None:
         p.hgetall(k.run(run_id))
         for j in job_ids:
-            p.hmget(k.job(j), "key", "state", "error")
+            p.hmget(k.job(j), "key", "state", "error", "skipped_from")
         p.xrevrange(k.run_events(run_id), "+", "-", count=1)
 
     reply = yield Batch(True, queue)
     h = _ok(reply[0])
-    if not h:
+    if not h or b"staging" in h:  # unsealed: its submission is still under way (or died: it expires)
         raise NotFound(f"no such run: {run_id}")
     h = records.as_dict(h)
     jobs = []
     for j, row in zip(job_ids, reply[1:-1]):
-        key, state, err = _ok(row)
-        jobs.append(RunJob(j, records.s(key) or "", records.s(state) or "expired", records.job_error(err)))
+        key, state, err, src = _ok(row)
+        jobs.append(RunJob(j, records.s(key) or "", records.s(state) or "expired", records.job_error(err),
+                           records.s(src) or None))
     last = _ok(reply[-1])
     summary = records.run_summary(run_id, h)
     run = Run(summary.id, summary.user, summary.kind, summary.state, summary.created_at, summary.finished_at,

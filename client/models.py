@@ -3,7 +3,7 @@ fields, so ``msgspec.json.encode(x)`` is what the CLI's ``--json`` prints.
 
 ``Job`` is ``types.JobView`` (``job --json``) itself, not a copy. An ``Event`` carries only the fields
 of its type: fields that do not belong to it are ``msgspec.UNSET`` and left out of its JSON (a job
-event has ``job_id``, ``key``, ``job_state``; ``job_progress`` adds ``progress``, ``message``,
+event has ``job_id``, ``key``, ``job_state``, ``skipped_from`` (null but on ``job_skipped``); ``job_progress`` adds ``progress``, ``message``,
 ``chunk``, each possibly null; a snapshot adds the run's ``user``, ``kind``, ``created_at``,
 ``finished_at``, ``jobs`` and ``gap``).
 """
@@ -40,12 +40,14 @@ class Counts(msgspec.Struct):
 
 
 class RunJob(msgspec.Struct):
-    """One job of a run, in item order: its generated id, the item's key, its state and error."""
+    """One job of a run, in item order: its id (``<run id>/<n>``), the item's key, its state and
+    error, and for a skipped job the id of the completed job whose result it carries."""
 
     id: str
     key: str
     state: str
     error: JobError | None = None
+    skipped_from: str | None = None
 
 
 class RunSummary(msgspec.Struct):
@@ -93,6 +95,7 @@ class Event(msgspec.Struct):
     job_id: str | UnsetType = UNSET
     key: str | None | UnsetType = UNSET
     job_state: str | UnsetType = UNSET
+    skipped_from: str | None | UnsetType = UNSET
     progress: float | None | UnsetType = UNSET
     message: str | None | UnsetType = UNSET
     chunk: str | None | UnsetType = UNSET

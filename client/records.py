@@ -71,7 +71,7 @@ def run_summary(run_id: str, h: dict[bytes, bytes]) -> RunSummary:
 
 
 _EVENT_FIELDS = frozenset(Event.__struct_fields__)
-_JOB_ONLY = ("job_id", "key", "job_state")
+_JOB_ONLY = ("job_id", "key", "job_state", "skipped_from")
 _PROGRESS_ONLY = ("progress", "message", "chunk")
 _SNAPSHOT_ONLY = frozenset({"jobs", "gap"})
 _TIMES = ("created_at", "started_at", "finished_at")  # ms in the stream, RFC 3339 in an Event
@@ -98,6 +98,8 @@ def event(stream_id: bytes | str, fields: dict[bytes, bytes]) -> Event | None:
         if not (isinstance(etype, str) and etype.startswith("job_")):
             for k in _JOB_ONLY:  # run_started / run_finished: written with null job fields
                 body.pop(k, None)
+        else:
+            body.setdefault("skipped_from", None)  # events written before it was a field
         if etype == "job_progress":
             for k in _PROGRESS_ONLY:
                 body.setdefault(k, None)

@@ -84,4 +84,8 @@ echo "== tender-pool status"
 "$BIN/tender-pool" status || true
 echo
 echo "Markdown and metadata are in $STATE/results/<job id>/; the daemon's log is $STATE/daemon.log."
+echo
+echo "== the admin web on these files: this starts the daemon again and the dashboard on http://127.0.0.1:9465/"
+echo "   (this machine's users only; ^C stops the dashboard, then 'kill %1' the daemon)"
+echo "export TENDER_POOL_CONFIG=$STATE/tender-pool.toml; $BIN/tender-pool run >>$STATE/daemon.log 2>&1 & $BIN/tender-pool web"
 exit $rc

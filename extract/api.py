@@ -158,7 +158,7 @@ _PRELOAD = {
     "xlsx": ("tender_pool.extract.xlsx", "tender_pool.extract.xlsx_stream", "openpyxl", "openpyxl.styles.numbers",
              "openpyxl.worksheet.header_footer", "openpyxl.worksheet.page", "openpyxl.worksheet.dimensions",
              "openpyxl.worksheet.print_settings", "openpyxl.utils.datetime", "openpyxl.utils.cell"),
-    "pdf": ("tender_pool.extract.pdf", "pypdf"),
+    "pdf": ("tender_pool.extract.pdf", "pypdfium2"),
     "rtf": ("tender_pool.extract.rtf", "striprtf.striprtf"),
     "html": ("tender_pool.extract.html",),
     "csv": ("tender_pool.extract.delimited",),

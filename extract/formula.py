@@ -1,209 +1,655 @@
-"""A tiny evaluator for formulas stored without cached results (generator-written .xlsx).
+"""An evaluator for formulas stored without cached results (generator-written .xlsx).
 
-Why: openpyxl and many web exports write ``=SUM(D3:D9)`` with no value; the LLM needs the number.
-Only a safe, small subset is evaluated — numbers, + - * / ^, unary minus, parentheses, cell and
-range references (also ``'Sheet'!A1``), SUM/AVERAGE/MIN/MAX/COUNT/ROUND/ABS/PRODUCT. Anything else
-raises ``Unsupported`` and the caller shows the formula text instead. No ``eval``.
+Why: openpyxl and many web exports write ``=ROUND(F5*G5,2)`` with no value; the LLM needs the number, and a
+12,000-row bill of quantities holds tens of thousands of such cells, so evaluation must cost a few µs a cell.
+
+How it stays fast: a formula is compiled once into nested closures, and rows share compilations. A bill's
+formulas differ from row to row only in their row number (``F5*G5``, ``F6*G6``), so the text is compiled as a
+*template*: every occurrence of the cell's own row number replaced by ``#`` (``F#*G#``), and each leaf that holds
+a ``#`` (a reference, a number, a string) puts the row number back when it runs. Replacing and putting back are
+exact inverses for a given row (a text holding ``#`` itself is refused), so a template computes exactly what its
+text says, for whichever row it was compiled from.
+
+What is evaluated (Excel semantics, the subset bills use): numbers, strings, TRUE/FALSE; + - * / ^ %, unary
+minus, & (concatenation), = <> < > <= >=; cell and range references, also ``'Sheet'!A1`` and ``Sheet!A1:B9``;
+SUM, AVERAGE, MIN, MAX, COUNT, COUNTA, PRODUCT, SUMPRODUCT, ROUND, ROUNDUP, ROUNDDOWN, INT, ABS, MOD, IF, IFERROR,
+AND, OR, NOT, CONCATENATE. Errors (#DIV/0!, #VALUE!, #NUM!) are values, as in Excel. Anything else (names, whole
+columns, other functions) raises ``Unsupported`` and the caller shows the formula text. No ``eval``.
+
+The workbook is reached through one callable, ``cell(sheet, col, row) -> value``: ``None``, a float, a str, a
+bool, an ``XlError``, or a ``Formula`` (a cell whose value must be computed first); the fast reader
+(``xlsx_stream``) and the openpyxl path each provide one.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
+from typing import Callable
 
-from openpyxl.utils.cell import column_index_from_string, range_boundaries
+__all__ = ["Evaluator", "Formula", "Unsupported", "XlError", "general_text"]
 
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)|(?P<ref>(?:'(?:[^']|'')+'|[A-Za-z_][\w.]*)?!?"
-                    r"\$?[A-Za-z]{1,3}\$?\d+(?::\$?[A-Za-z]{1,3}\$?\d+)?)|(?P<fn>[A-Za-z][A-Za-z0-9.]*)\(|"
-                    r"(?P<op>[-+*/^(),:]))")
-_FUNCS = {"SUM", "AVERAGE", "MIN", "MAX", "COUNT", "ROUND", "ABS", "PRODUCT"}
+MAX_RANGE = 100_000  # cells in one range reference
+MAX_DEPTH = 60  # formulas waiting on other formulas; past this (or Python's own limit) the cell is Unsupported
 
 
 class Unsupported(Exception):
     pass
 
 
-class Evaluator:
-    def __init__(self, wb):
-        self.wb = wb
-        self.memo: dict[tuple[str, int, int], float | None] = {}
-        self.stack: set[tuple[str, int, int]] = set()
+class XlError:
+    """An Excel error value (``#DIV/0!`` …): it propagates through arithmetic and is displayed as is."""
 
-    def cell(self, sheet: str, row: int, col: int):
-        key = (sheet, row, col)
-        if key in self.memo:
-            return self.memo[key]
-        if key in self.stack or len(self.stack) > 200:
-            raise Unsupported("circular or too deep")
-        try:
-            v = self.wb[sheet].cell(row=row, column=col).value
-        except KeyError:
-            raise Unsupported(f"no sheet {sheet}") from None
-        if isinstance(v, str) and v.startswith("="):
-            self.stack.add(key)
+    __slots__ = ("code",)
+
+    def __init__(self, code: str):
+        self.code = code
+
+    def __eq__(self, other):
+        return isinstance(other, XlError) and other.code == self.code
+
+    def __hash__(self):
+        return hash(self.code)
+
+    def __repr__(self):
+        return self.code
+
+
+DIV0, VALUE, NUM = XlError("#DIV/0!"), XlError("#VALUE!"), XlError("#NUM!")
+
+
+class Formula:
+    """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number."""
+
+    __slots__ = ("text", "row")
+
+    def __init__(self, text: str, row: str):
+        self.text = text
+        self.row = row
+
+
+class _Raise(Exception):
+    """Carries an error value out of nested closures (arithmetic on an error)."""
+
+    def __init__(self, err: XlError):
+        self.err = err
+
+
+_MISS = object()
+
+
+class Evaluator:
+    """``cell(sheet, col, row)`` reads the workbook; ``sheets`` (optional) maps a sheet title to its own
+    ``get(col, row)``, one call less per reference where most of the time goes."""
+
+    def __init__(self, cell: Callable[[str, str, str], object], sheets: dict[str, Callable] | None = None):
+        self._cell = cell
+        self._sheets = sheets or {}
+        self.memo: dict[tuple[str, str, str], object] = {}
+        self._active: set[tuple[str, str, str]] = set()
+
+    def value(self, sheet: str, col: str, row: str):
+        """The value of a cell (computed if it is a Formula), memoised."""
+        key = (sheet, col, row)
+        v = self.memo.get(key, _MISS)
+        if v is not _MISS:
+            return v
+        get = self._sheets.get(sheet)
+        v = get(col, row) if get is not None else self._cell(sheet, col, row)
+        if isinstance(v, Formula):
+            if key in self._active or len(self._active) >= MAX_DEPTH:
+                raise Unsupported("circular or too deeply nested references")
+            self._active.add(key)
             try:
-                v = self.evaluate(v, sheet)
+                v = self.evaluate(v.text, sheet, v.row)
             finally:
-                self.stack.discard(key)
-        elif isinstance(v, bool) or not isinstance(v, (int, float)):
-            v = None if v is None or isinstance(v, str) else v
+                self._active.discard(key)
         self.memo[key] = v
         return v
 
-    def evaluate(self, formula: str, sheet: str):
-        toks = self._tokens(formula[1:])
-        saved = getattr(self, "toks", None), getattr(self, "i", 0), getattr(self, "sheet", sheet)
-        self.toks, self.i, self.sheet = toks, 0, sheet
-        try:
-            v = self._expr()
-            if self.i != len(toks):
-                raise Unsupported("trailing tokens")
-        finally:
-            self.toks, self.i, self.sheet = saved
-        if isinstance(v, list):
-            raise Unsupported("range as a value")
-        return v
-
-    def _tokens(self, s: str):
-        out = []
-        pos = 0
-        s = s.strip()
-        while pos < len(s):
-            m = _TOKEN.match(s, pos)
-            if not m or m.end() == pos:
-                raise Unsupported(f"cannot parse {s[pos:pos + 10]!r}")
-            kind = m.lastgroup
-            out.append((kind, m.group(kind)))
-            pos = m.end()
-        return out
-
-    def _peek(self):
-        return self.toks[self.i] if self.i < len(self.toks) else (None, None)
-
-    def _expr(self):
-        v = self._term()
-        while self._peek() in (("op", "+"), ("op", "-")):
-            op = self.toks[self.i][1]
-            self.i += 1
-            r = self._term()
-            v = _num(v) + _num(r) if op == "+" else _num(v) - _num(r)
-        return v
-
-    def _term(self):
-        v = self._power()
-        while self._peek() in (("op", "*"), ("op", "/")):
-            op = self.toks[self.i][1]
-            self.i += 1
-            r = self._power()
-            if op == "*":
-                v = _num(v) * _num(r)
-            else:
-                if _num(r) == 0:
-                    raise Unsupported("#DIV/0!")
-                v = _num(v) / _num(r)
-        return v
-
-    def _power(self):
-        v = self._unary()
-        if self._peek() == ("op", "^"):
-            self.i += 1
-            v = _num(v) ** _num(self._unary())
-        return v
-
-    def _unary(self):
-        if self._peek() == ("op", "-"):
-            self.i += 1
-            return -_num(self._unary())
-        if self._peek() == ("op", "+"):
-            self.i += 1
-            return self._unary()
-        return self._atom()
-
-    def _atom(self):
-        kind, val = self._peek()
-        self.i += 1
-        if kind == "num":
-            return float(val)
-        if kind == "ref":
-            return self._ref(val)
-        if kind == "fn":
-            name = val.upper()
-            if name not in _FUNCS:
-                raise Unsupported(name)
-            args = []
-            if self._peek() != ("op", ")"):
-                args.append(self._expr())
-                while self._peek() == ("op", ","):
-                    self.i += 1
-                    args.append(self._expr())
-            if self._peek() != ("op", ")"):
-                raise Unsupported("missing )")
-            self.i += 1
-            return _call(name, args)
-        if (kind, val) == ("op", "("):
-            v = self._expr()
-            if self._peek() != ("op", ")"):
-                raise Unsupported("missing )")
-            self.i += 1
+    def compute(self, sheet: str, col: str, row: str, text: str):
+        """``value`` of a cell the caller knows to hold formula ``text`` (no second look-up of the cell)."""
+        key = (sheet, col, row)
+        v = self.memo.get(key, _MISS)
+        if v is not _MISS:
             return v
-        raise Unsupported(f"unexpected {val!r}")
+        self._active.add(key)
+        try:
+            v = self.evaluate(text, sheet, row)
+        finally:
+            self._active.discard(key)
+        self.memo[key] = v
+        return v
 
-    def _ref(self, text: str):
-        sheet = self.sheet
-        if "!" in text:
-            sheet, text = text.rsplit("!", 1)
-            sheet = sheet[1:-1].replace("''", "'") if sheet.startswith("'") else sheet
-        text = text.replace("$", "")
-        if ":" in text:
-            c1, r1, c2, r2 = range_boundaries(text)
-            if (r2 - r1 + 1) * (c2 - c1 + 1) > 100000:
-                raise Unsupported("range too large")
-            return [self.cell(sheet, r, c) for r in range(r1, r2 + 1) for c in range(c1, c2 + 1)]
-        m = re.fullmatch(r"([A-Za-z]+)(\d+)", text)
-        if not m:
-            raise Unsupported(text)
-        return self.cell(sheet, int(m.group(2)), column_index_from_string(m.group(1).upper()))
+    def evaluate(self, text: str, sheet: str, row: str):
+        """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
+        if "#" in text:
+            raise Unsupported("error literal or '#' in the formula")
+        template = text.replace(row, "#") if row in text else text
+        fn = _compile(template)
+        try:
+            v = fn(self, sheet, row)
+        except _Raise as e:
+            return e.err
+        except ZeroDivisionError:
+            return DIV0
+        except (OverflowError, ValueError):
+            return NUM
+        except RecursionError:
+            raise Unsupported("too deeply nested") from None
+        if isinstance(v, list):
+            if len(v) != 1:
+                raise Unsupported("a range as the result")
+            v = v[0]
+        if isinstance(v, float) and not math.isfinite(v):
+            return NUM
+        return 0.0 if v is None else v
+
+
+# ---------------------------------------------------------------- coercions (Excel's)
 
 
 def _num(v) -> float:
-    if isinstance(v, list):
-        raise Unsupported("range in arithmetic")
-    return 0.0 if v is None else float(v)
+    """A value in arithmetic: empty 0, TRUE 1, numeric text its number, other text #VALUE!, errors propagate."""
+    t = type(v)
+    if t is float:
+        return v
+    if v is None:
+        return 0.0
+    if t is bool or t is int:
+        return float(v)
+    if t is str:
+        try:
+            return float(v.strip())
+        except ValueError:
+            raise _Raise(VALUE) from None
+    if t is XlError:
+        raise _Raise(v)
+    if t is list:
+        if len(v) == 1:
+            return _num(v[0])
+        raise _Raise(VALUE)
+    raise _Raise(VALUE)
 
 
-def _flat(args) -> list[float]:
+def general_text(x: float) -> str:
+    """A number as concatenation shows it (General, 15 significant digits): 3 -> "3", 0.1+0.2 -> "0.3"."""
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    s = f"{x:.15g}"
+    if "e" in s:
+        mant, exp = s.split("e")
+        return f"{mant}E{exp[0]}{int(exp[1:]):02d}"
+    return s
+
+
+def _text(v) -> str:
+    t = type(v)
+    if t is str:
+        return v
+    if v is None:
+        return ""
+    if t is bool:
+        return "TRUE" if v else "FALSE"
+    if t is float or t is int:
+        return general_text(float(v))
+    if t is XlError:
+        raise _Raise(v)
+    if t is list and len(v) == 1:
+        return _text(v[0])
+    raise _Raise(VALUE)
+
+
+def _truth(v) -> bool:
+    t = type(v)
+    if t is bool:
+        return v
+    if v is None:
+        return False
+    if t is float or t is int:
+        return v != 0
+    if t is str:
+        u = v.upper()
+        if u in ("TRUE", "FALSE"):
+            return u == "TRUE"
+        raise _Raise(VALUE)
+    if t is XlError:
+        raise _Raise(v)
+    if t is list and len(v) == 1:
+        return _truth(v[0])
+    raise _Raise(VALUE)
+
+
+def _rank(v):
+    """Excel's comparison order: numbers < text (case-insensitive) < FALSE < TRUE."""
+    t = type(v)
+    if t is float or t is int:
+        return (0, float(v))
+    if t is str:
+        return (1, v.lower())
+    if t is bool:
+        return (2, v)
+    raise _Raise(v if t is XlError else VALUE)
+
+
+def _compare(op: str, a, b) -> bool:
+    if type(a) is list:
+        a = a[0] if len(a) == 1 else _bad()
+    if type(b) is list:
+        b = b[0] if len(b) == 1 else _bad()
+    if a is None:  # an empty cell compares as 0, "" or FALSE, whichever the other side is
+        a = "" if type(b) is str else False if type(b) is bool else 0.0
+    if b is None:
+        b = "" if type(a) is str else False if type(a) is bool else 0.0
+    x, y = _rank(a), _rank(b)
+    if op == "=":
+        return x == y
+    if op == "<>":
+        return x != y
+    if op == "<":
+        return x < y
+    if op == ">":
+        return x > y
+    if op == "<=":
+        return x <= y
+    return x >= y
+
+
+def _bad():
+    raise _Raise(VALUE)
+
+
+# ---------------------------------------------------------------- functions
+
+
+def _numbers(args) -> list[float]:
+    """Numbers of a statistical function's arguments: in ranges only numbers count; typed-in arguments are coerced."""
     out: list[float] = []
     for a in args:
-        if isinstance(a, list):
-            out += [float(x) for x in a if isinstance(x, (int, float))]
+        if type(a) is list:
+            for x in a:
+                t = type(x)
+                if t is float or t is int:
+                    out.append(x)
+                elif t is XlError:
+                    raise _Raise(x)
         elif a is not None:
-            out.append(float(a))
+            out.append(_num(a))
     return out
 
 
-def _call(name: str, args):
-    if name == "ROUND":
-        if len(args) != 2:
-            raise Unsupported("ROUND arity")
-        digits = int(_num(args[1]))
-        x = _num(args[0])
-        q = 10.0 ** digits
-        return float(int(abs(x) * q + 0.5)) / q * (1 if x >= 0 else -1)
-    if name == "ABS":
-        return abs(_num(args[0]))
-    vals = _flat(args)
+def _round(x: float, digits: float, mode: str) -> float:
+    """ROUND (half away from zero), ROUNDUP (away from zero), ROUNDDOWN (toward zero) of the scaled value taken to
+    15 significant digits, as Excel and LibreOffice do (ROUND(2.675, 2) is 2.68 although 2.675 * 100 is
+    267.49999999999997 in binary)."""
+    q = 10.0 ** int(digits)
+    y = float(f"{abs(x) * q:.15g}")
+    n = math.floor(y + 0.5) if mode == "half-up" else math.ceil(y) if mode == "up" else math.floor(y)
+    r = n / q if q >= 1 else n * (1 / q)
+    return -r if x < 0 else r
+
+
+def _call(name: str, args: list):
     if name == "SUM":
-        return sum(vals)
+        return math.fsum(_numbers(args)) if len(args) != 1 or type(args[0]) is not list else _sum_range(args[0])
+    if name in ("ROUND", "ROUNDUP", "ROUNDDOWN"):
+        if len(args) != 2:
+            raise Unsupported(f"{name} needs 2 arguments")
+        mode = {"ROUND": "half-up", "ROUNDUP": "up", "ROUNDDOWN": "down"}[name]
+        return _round(_num(args[0]), _num(args[1]), mode)
+    if name == "AVERAGE":
+        vals = _numbers(args)
+        if not vals:
+            raise _Raise(DIV0)
+        return math.fsum(vals) / len(vals)
+    if name in ("MIN", "MAX"):
+        vals = _numbers(args)
+        return (min(vals) if name == "MIN" else max(vals)) if vals else 0.0
+    if name == "COUNT":
+        n = 0
+        for a in args:
+            if type(a) is list:
+                n += sum(1 for x in a if type(x) is float or type(x) is int)
+            elif a is not None and not isinstance(a, XlError):
+                try:
+                    _num(a)
+                    n += 1
+                except _Raise:
+                    pass
+        return float(n)
+    if name == "COUNTA":
+        n = 0
+        for a in args:
+            if type(a) is list:
+                n += sum(1 for x in a if x is not None)
+            else:
+                n += 1
+        return float(n)
     if name == "PRODUCT":
         p = 1.0
-        for v in vals:
+        for v in _numbers(args):
             p *= v
         return p
-    if name == "COUNT":
-        return float(len(vals))
-    if not vals:
-        raise Unsupported(f"{name} of nothing")
-    if name == "AVERAGE":
-        return sum(vals) / len(vals)
-    if name == "MIN":
-        return min(vals)
-    return max(vals)
+    if name == "SUMPRODUCT":
+        lists = [a if type(a) is list else [a] for a in args]
+        if not lists or len({len(x) for x in lists}) != 1:
+            raise _Raise(VALUE)
+        total = 0.0
+        for row in zip(*lists):
+            p = 1.0
+            for x in row:
+                if type(x) is XlError:
+                    raise _Raise(x)
+                p *= x if (type(x) is float or type(x) is int) else 0.0
+            total += p
+        return total
+    if name == "ABS":
+        return abs(_num(_one(name, args)))
+    if name == "INT":
+        return float(math.floor(_num(_one(name, args))))
+    if name == "MOD":
+        if len(args) != 2:
+            raise Unsupported("MOD needs 2 arguments")
+        a, b = _num(args[0]), _num(args[1])
+        if b == 0:
+            raise _Raise(DIV0)
+        return a - b * math.floor(a / b)
+    if name in ("AND", "OR"):
+        vals = []
+        for a in args:
+            if type(a) is list:
+                vals += [_truth(x) for x in a if x is not None and type(x) is not str]
+            else:
+                vals.append(_truth(a))
+        if not vals:
+            raise _Raise(VALUE)
+        return all(vals) if name == "AND" else any(vals)
+    if name == "NOT":
+        return not _truth(_one(name, args))
+    if name == "CONCATENATE":
+        return "".join(_text(a) for a in args)
+    raise Unsupported(name)
+
+
+def _sum_range(values: list) -> float:
+    total = 0.0
+    for x in values:
+        t = type(x)
+        if t is float or t is int:
+            total += x
+        elif t is XlError:
+            raise _Raise(x)
+    return total
+
+
+def _one(name: str, args: list):
+    if len(args) != 1:
+        raise Unsupported(f"{name} needs 1 argument")
+    return args[0]
+
+
+_FUNCS = {"SUM", "AVERAGE", "MIN", "MAX", "COUNT", "COUNTA", "PRODUCT", "SUMPRODUCT", "ROUND", "ROUNDUP",
+          "ROUNDDOWN", "INT", "ABS", "MOD", "IF", "IFERROR", "AND", "OR", "NOT", "CONCATENATE"}
+
+# ---------------------------------------------------------------- tokens and the compiler
+
+_SHEET = r"(?:'(?P<qs>(?:[^']|'')+)'|(?P<us>[^\W\d][\w.#]*))!"
+_CELLREF = r"\$?[A-Za-z]{1,3}\$?[0-9#]+"
+_TOKEN = re.compile(
+    r"\s*(?:"
+    r'(?P<str>"(?:[^"]|"")*")'
+    rf"|(?P<ref>(?:{_SHEET})?(?P<a>{_CELLREF})(?::(?P<b>{_CELLREF}))?)(?![\w(])"
+    r"|(?P<fn>(?:_xlfn\.)?[A-Za-z][A-Za-z0-9.]*)\("
+    r"|(?P<bool>TRUE|FALSE)(?![\w(])"
+    r"|(?P<num>[0-9#]+(?:\.[0-9#]*)?(?:[eE][+-]?[0-9#]+)?|\.[0-9#]+(?:[eE][+-]?[0-9#]+)?)"
+    r"|(?P<op><>|<=|>=|[-+*/^&=<>%(),])"
+    r")", re.I)
+_SPLIT = re.compile(r"\$?([A-Za-z]{1,3})\$?([0-9#]+)")
+
+
+def _col_number(letters: str) -> int:
+    n = 0
+    for ch in letters:
+        n = n * 26 + ord(ch) - 64
+    return n
+
+
+@functools.lru_cache(maxsize=None)
+def _col_letters(n: int) -> str:
+    s = ""
+    while n:
+        n, r = divmod(n - 1, 26)
+        s = chr(65 + r) + s
+    return s
+
+
+def _tokens(s: str) -> list[tuple[str, str, re.Match]]:
+    out = []
+    pos = 0
+    s = s.rstrip()
+    while pos < len(s):
+        m = _TOKEN.match(s, pos)
+        if not m or m.end() == pos:
+            raise Unsupported(f"cannot parse {s[pos:pos + 12]!r}")
+        kind = next(k for k in ("str", "ref", "fn", "bool", "num", "op") if m.group(k) is not None)
+        out.append((kind, m.group(kind), m))
+        pos = m.end()
+    return out
+
+
+_compiled: dict[str, Callable] = {}
+
+
+def _compile(template: str) -> Callable:
+    fn = _compiled.get(template)
+    if fn is None:
+        if len(_compiled) > 20_000:
+            _compiled.clear()
+        fn = _Parser(template).compile()
+        _compiled[template] = fn
+    return fn
+
+
+def _with_row(pattern: str):
+    """A leaf text that may hold the row placeholder: (constant text, None) or (None, pattern)."""
+    return (pattern, None) if "#" not in pattern else (None, pattern)
+
+
+class _Parser:
+    """Recursive descent over the tokens, Excel's precedence from loosest: comparison, &, + -, * /, ^, %,
+    unary minus, reference. Each method returns a closure ``f(ev, sheet, row) -> value``."""
+
+    def __init__(self, text: str):
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def compile(self):
+        f = self.comparison()
+        if self.i != len(self.toks):
+            raise Unsupported("trailing tokens")
+        return f
+
+    def peek(self):
+        return self.toks[self.i][:2] if self.i < len(self.toks) else (None, None)
+
+    def take_op(self, ops) -> str | None:
+        k, v = self.peek()
+        if k == "op" and v in ops:
+            self.i += 1
+            return v
+        return None
+
+    def comparison(self):
+        f = self.concat()
+        while True:
+            op = self.take_op(("=", "<>", "<", ">", "<=", ">="))
+            if op is None:
+                return f
+            g = self.concat()
+            f = (lambda a, b, op: lambda ev, s, r: _compare(op, a(ev, s, r), b(ev, s, r)))(f, g, op)
+
+    def concat(self):
+        f = self.additive()
+        while self.take_op(("&",)):
+            g = self.additive()
+            f = (lambda a, b: lambda ev, s, r: _text(a(ev, s, r)) + _text(b(ev, s, r)))(f, g)
+        return f
+
+    def additive(self):
+        f = self.term()
+        while True:
+            op = self.take_op(("+", "-"))
+            if op is None:
+                return f
+            g = self.term()
+            if op == "+":
+                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) + _num(b(ev, s, r)))(f, g)
+            else:
+                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) - _num(b(ev, s, r)))(f, g)
+
+    def term(self):
+        f = self.power()
+        while True:
+            op = self.take_op(("*", "/"))
+            if op is None:
+                return f
+            g = self.power()
+            if op == "*":
+                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) * _num(b(ev, s, r)))(f, g)
+            else:
+                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) / _num(b(ev, s, r)))(f, g)
+
+    def power(self):
+        f = self.percent()
+        while self.take_op(("^",)):
+            g = self.percent()
+            f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) ** _num(b(ev, s, r)))(f, g)
+        return f
+
+    def percent(self):
+        f = self.unary()
+        while self.take_op(("%",)):
+            f = (lambda a: lambda ev, s, r: _num(a(ev, s, r)) / 100.0)(f)
+        return f
+
+    def unary(self):
+        op = self.take_op(("-", "+"))
+        if op == "-":
+            g = self.unary()
+            return lambda ev, s, r: -_num(g(ev, s, r))
+        if op == "+":
+            return self.unary()
+        return self.atom()
+
+    def atom(self):
+        if self.i >= len(self.toks):
+            raise Unsupported("unexpected end")
+        kind, val, m = self.toks[self.i]
+        self.i += 1
+        if kind == "num":
+            const, pat = _with_row(val)
+            if pat is None:
+                x = float(const)
+                return lambda ev, s, r: x
+            return lambda ev, s, r: float(pat.replace("#", r))
+        if kind == "str":
+            const, pat = _with_row(val[1:-1].replace('""', '"'))
+            if pat is None:
+                return lambda ev, s, r: const
+            return lambda ev, s, r: pat.replace("#", r)
+        if kind == "bool":
+            b = val.upper() == "TRUE"
+            return lambda ev, s, r: b
+        if kind == "ref":
+            return self.reference(m)
+        if kind == "fn":
+            return self.function(val.upper().removeprefix("_XLFN."))
+        if (kind, val) == ("op", "("):
+            f = self.comparison()
+            if not self.take_op((")",)):
+                raise Unsupported("missing )")
+            return f
+        raise Unsupported(f"unexpected {val!r}")
+
+    def reference(self, m: re.Match):
+        sheet = m.group("qs")
+        sheet = sheet.replace("''", "'") if sheet is not None else m.group("us")
+        if sheet is not None and "#" in sheet:
+            raise Unsupported("a sheet name holding the row number")
+        a = _SPLIT.fullmatch(m.group("a"))
+        col, row = a.group(1).upper(), a.group(2)
+        if m.group("b") is None:
+            if row == "#":  # the cell's own row: most references of a bill's row formulas
+                if sheet is None:
+                    return lambda ev, s, r: ev.value(s, col, r)
+                return lambda ev, s, r: ev.value(sheet, col, r)
+            if "#" in row:
+                if sheet is None:
+                    return lambda ev, s, r: ev.value(s, col, row.replace("#", r))
+                return lambda ev, s, r: ev.value(sheet, col, row.replace("#", r))
+            if sheet is None:
+                return lambda ev, s, r: ev.value(s, col, row)
+            return lambda ev, s, r: ev.value(sheet, col, row)
+        b = _SPLIT.fullmatch(m.group("b"))
+        c1, c2 = sorted((_col_number(col), _col_number(b.group(1).upper())))
+        cols = [_col_letters(c) for c in range(c1, c2 + 1)]
+        row2 = b.group(2)
+
+        def rng(ev, s, r):
+            r1 = int(row.replace("#", r))
+            r2 = int(row2.replace("#", r))
+            if r1 > r2:
+                r1, r2 = r2, r1
+            if (r2 - r1 + 1) * len(cols) > MAX_RANGE:
+                raise Unsupported("range too large")
+            sh = s if sheet is None else sheet
+            value = ev.value
+            return [value(sh, c, str(n)) for n in range(r1, r2 + 1) for c in cols]
+
+        return rng
+
+    def function(self, name: str):
+        if name not in _FUNCS:
+            raise Unsupported(name)
+        args = []
+        if not self.take_op((")",)):
+            while True:
+                if self.peek() in (("op", ","), ("op", ")")):
+                    args.append(lambda ev, s, r: None)  # an omitted argument
+                else:
+                    args.append(self.comparison())
+                if self.take_op((")",)):
+                    break
+                if not self.take_op((",",)):
+                    raise Unsupported("missing , or )")
+        if name == "IF":
+            if not 1 <= len(args) <= 3:
+                raise Unsupported("IF arity")
+            cond, yes = args[0], args[1] if len(args) > 1 else (lambda ev, s, r: True)
+            no = args[2] if len(args) > 2 else (lambda ev, s, r: False)
+            return lambda ev, s, r: yes(ev, s, r) if _truth(cond(ev, s, r)) else no(ev, s, r)
+        if name == "IFERROR":
+            if len(args) != 2:
+                raise Unsupported("IFERROR arity")
+            x, alt = args
+
+            def iferror(ev, s, r):
+                try:
+                    v = x(ev, s, r)
+                except (_Raise, ZeroDivisionError, OverflowError, ValueError):
+                    return alt(ev, s, r)
+                return alt(ev, s, r) if type(v) is XlError else v
+
+            return iferror
+        if name in ("ROUND", "ROUNDUP", "ROUNDDOWN") and len(args) == 2:  # the commonest calls, without _call
+            a0, a1 = args
+            mode = {"ROUND": "half-up", "ROUNDUP": "up", "ROUNDDOWN": "down"}[name]
+            return lambda ev, s, r: _round(_num(a0(ev, s, r)), _num(a1(ev, s, r)), mode)
+        if len(args) == 1:
+            a0 = args[0]
+            return lambda ev, s, r: _call(name, [a0(ev, s, r)])
+        if len(args) == 2:
+            a0, a1 = args
+            return lambda ev, s, r: _call(name, [a0(ev, s, r), a1(ev, s, r)])
+        return lambda ev, s, r: _call(name, [a(ev, s, r) for a in args])

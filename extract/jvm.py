@@ -37,7 +37,7 @@ import msgspec
 
 from .blocks import Block, End, Failure, Meta, decode_line
 
-__all__ = ["JvmError", "WarmJvm", "run_cold", "check_archive", "jvm_dir", "java_command"]
+__all__ = ["JvmError", "WarmJvm", "run_cold", "check_archive", "jvm_dir", "java_command", "heap_error"]
 
 JAR_NAME = "tender-extract.jar"
 ARCHIVE_NAME = "tender-extract.jsa"
@@ -163,9 +163,48 @@ def kill_group(pgid: int, grace: float = 3.0, proc: subprocess.Popen | None = No
             pass
 
 
-def _crash_error(returncode: int | None, stderr: str) -> JvmError:
+def heap_bytes(heap: str) -> int:
+    """``512m`` / ``2g`` / ``524288k`` / ``536870912`` (the -Xmx spelling) in bytes."""
+    if not _HEAP_RE.match(heap):
+        raise ValueError(f"heap must look like 512m or 2g, not {heap!r}")
+    unit = heap[-1].lower()
+    if unit.isdigit():
+        return int(heap)
+    return int(heap[:-1]) << {"k": 10, "m": 20, "g": 30}[unit]
+
+
+# A document under this fraction of the heap (32 MiB at 512m) that exhausts it is corrupt, not large (issue 17):
+# real documents stay far below (the research notes' 1.6 MB, 150-page .doc peaks at ~150 MiB RSS, JVM included),
+# while a damaged length field (a PLCF's lcb, a record count) makes POI 4.0.1 size one allocation by it. Advice to
+# raise jvm_heap cannot help there, and the fallback readers (antiword, xlrd) may still read the text.
+CORRUPT_BELOW_HEAP_FRACTION = 16
+
+
+def heap_error(size: int | None, heap: str) -> JvmError:
+    """The error for a JVM that ran out of heap on a document of ``size`` bytes: ``corrupt`` for one under
+    1/``CORRUPT_BELOW_HEAP_FRACTION`` of the heap (raising the heap cannot help), else ``too-large``."""
+    try:
+        limit = heap_bytes(heap)
+    except ValueError:
+        limit = None
+    if size is not None and limit is not None and size * CORRUPT_BELOW_HEAP_FRACTION < limit:
+        return JvmError("corrupt", f"POI exhausted the {heap} heap on a {size}-byte document (under "
+                                   f"1/{CORRUPT_BELOW_HEAP_FRACTION} of the heap): a damaged structure, not a "
+                                   "large document")
+    return JvmError("too-large", "JVM ran out of heap (raise [extract] jvm_heap)")
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+def _crash_error(returncode: int | None, stderr: str, *, size: int | None = None, heap: str = "512m") -> JvmError:
+    """What a JVM that exited without an end line means; ``size`` is the document's, ``heap`` the JVM's -Xmx."""
     if "OutOfMemoryError" in stderr:
-        return JvmError("too-large", "JVM ran out of heap (raise [extract] jvm_heap)")
+        return heap_error(size, heap)
     tail = " | ".join(line for line in stderr.strip().splitlines()[-3:])[:300]
     # A JVM that dies without a typed answer was almost always killed by its input (StackOverflow in native
     # code, a JVM crash): retrying the same file would crash again, so it is reported as corrupt.
@@ -220,7 +259,7 @@ def run_cold(
         shutil.rmtree(tmpdir, ignore_errors=True)
     blocks, ended = _collect(out.splitlines())
     if not ended:
-        raise _crash_error(proc.returncode, err.decode("utf-8", "replace"))
+        raise _crash_error(proc.returncode, err.decode("utf-8", "replace"), size=_size(p), heap=heap)
     if timings is not None:
         start = start_up(blocks, spawned)
         if start is not None:
@@ -445,7 +484,7 @@ class WarmJvm:
         except (BrokenPipeError, OSError):
             if retry_ok:
                 raise _Retry() from None
-            raise _crash_error(None, self._stderr_text()) from None
+            raise _crash_error(None, self._stderr_text(), size=_size(path), heap=self.heap) from None
         lines: list[bytes] = []
         try:
             while True:
@@ -456,7 +495,7 @@ class WarmJvm:
                     err = self._stderr_text()
                     rc = self._proc.poll() if os.getpid() == self._owner else None
                     self.kill()
-                    raise _crash_error(rc, err)
+                    raise _crash_error(rc, err, size=_size(path), heap=self.heap)
                 lines.append(line)
                 if line.startswith(b'{"t":"end"'):
                     break

@@ -21,6 +21,10 @@ from .sniff import Sniffed
 
 ANTIWORD = "antiword"
 _NO_FALLBACK = {"encrypted", "too-large", "timeout"}
+# A .doc POI could not fit in its heap still goes to antiword: a separate process that streams the text in a
+# few MiB, so a document too large for POI's object model is not too large for it (xlrd, in-process, is not
+# given the same chance with a workbook). The POI error stands when antiword cannot read the file either.
+_DOC_NO_FALLBACK = {"encrypted", "timeout"}
 
 
 def _jvm_module():
@@ -132,17 +136,17 @@ def antiword(path: str, timeout: float | None) -> list[Block]:
     return blocks
 
 
-def _try_poi(path: str, mode: str, *, timeout: float | None, heap: str, warm,
-             timings: dict) -> tuple[list[Block] | None, ExtractError | None, str]:
+def _try_poi(path: str, mode: str, *, timeout: float | None, heap: str, warm, timings: dict,
+             final: set[str] = _NO_FALLBACK) -> tuple[list[Block] | None, ExtractError | None, str]:
     """POI first, for both formats. Returns (blocks, None, "") on success, else (None, POI's error or
-    None when POI is not installed, why) for the caller's fallback; final kinds (_NO_FALLBACK) raise."""
+    None when POI is not installed, why) for the caller's fallback; ``final`` kinds raise."""
     t0 = time.monotonic()
     try:
         blocks = _poi(path, mode, timeout=timeout, heap=heap, warm=warm, timings=timings)
     except LookupError as exc:
         return None, None, str(exc)
     except ExtractError as exc:
-        if exc.kind in _NO_FALLBACK:
+        if exc.kind in final:
             raise
         return None, exc, f"POI: {exc.kind}: {exc.message}"
     timings["jvm"] = time.monotonic() - t0
@@ -152,7 +156,8 @@ def _try_poi(path: str, mode: str, *, timeout: float | None, heap: str, warm,
 def read_doc(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, warm,
              timings: dict) -> list[Block]:
     if sniffed.detail != "word2":
-        blocks, poi_error, why = _try_poi(path, "doc", timeout=timeout, heap=heap, warm=warm, timings=timings)
+        blocks, poi_error, why = _try_poi(path, "doc", timeout=timeout, heap=heap, warm=warm, timings=timings,
+                                          final=_DOC_NO_FALLBACK)
         if blocks is not None:
             return blocks
     else:

@@ -9,9 +9,10 @@ openpyxl's ``data_only`` reader, so both paths give the same blocks (tests/extra
 compares them on the corpus).
 
 Why ``data_only``: we want what Excel last displayed, not formulas. Files written by generators
-(openpyxl itself, many web exports) store formulas *without* cached results; such a workbook goes to
-the openpyxl path (``read_xlsx_openpyxl``), whose small evaluator computes what it can, and shows the
-formula text (``=SUM(D3:D9)``) for the rest, with a warning.
+(openpyxl itself, many web exports) store formulas *without* cached results; both paths compute them with
+``formula.Evaluator`` (the stream in ``xlsx_formulas``) and show the formula text (``=VLOOKUP(…)``) for
+what it does not evaluate, with a warning. Only a shared formula without a cached value still sends a
+workbook to the openpyxl path, which translates shared formulas cell by cell.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .blocks import Block, Merge, Meta, Sheet, SheetCell
 from .errors import ExtractError, short
 from .numfmt import format_value
 from .ooxml import Package
+from .formula import Unsupported
+from .xlsx_formulas import formula_warnings
 from .xlsx_setup import hf_text, page_setup
 from .zipparts import read_member
 
@@ -47,14 +50,33 @@ def _formula_cells_without_cache(path: str) -> bool:
     return False
 
 
-def _compute(evaluator, formula: str, sheet: str) -> float | None:
-    from .formula import Unsupported
+def _openpyxl_cells(wb, wb_f):
+    """The evaluator's ``cell(sheet, col, row)`` over openpyxl's two loads: the cached value, else the formula."""
+    from openpyxl.utils.cell import column_index_from_string
 
-    try:
-        v = evaluator.evaluate(formula, sheet)
-    except (Unsupported, ValueError, TypeError, OverflowError, ZeroDivisionError, RecursionError):
-        return None
-    return v if isinstance(v, (int, float)) else None
+    from .formula import Formula, Unsupported
+
+    def cell(sheet: str, col: str, row: str):
+        try:
+            ws, ws_f = wb[sheet], wb_f[sheet]
+        except KeyError:
+            raise Unsupported(f"no sheet {sheet}") from None
+        key = (int(row), column_index_from_string(col))
+        c = ws._cells.get(key)  # never ws.cell(): it would create the cells a range reads
+        v = c.value if c is not None else None
+        if v is None:
+            c = ws_f._cells.get(key)
+            fv = c.value if c is not None else None
+            if isinstance(fv, str) and fv.startswith("=") and c.data_type == "f":
+                return Formula(fv[1:], row)
+            return None
+        if isinstance(v, bool) or isinstance(v, str):
+            return v
+        if isinstance(v, (int, float)):
+            return float(v)
+        raise Unsupported(f"a {type(v).__name__} value")
+
+    return cell
 
 
 def read_xlsx(path: str) -> list[Block]:
@@ -74,6 +96,31 @@ def read_xlsx(path: str) -> list[Block]:
             zipfile.BadZipFile, OSError, EOFError):
         pass  # damage the stream does not model: openpyxl decides between text and a typed error
     return read_xlsx_openpyxl(path)
+
+
+def _computed_cell(c, value) -> SheetCell | None:
+    """The cell of a computed value, as the cached value would have given it (an empty text gives none)."""
+    from openpyxl.utils.datetime import from_excel
+    from openpyxl.styles.numbers import is_date_format
+
+    from .formula import XlError
+
+    r0, c0 = c.row - 1, c.column - 1
+    if isinstance(value, bool):
+        return SheetCell(r0, c0, "TRUE" if value else "FALSE", "bool")
+    if isinstance(value, str):
+        wrap = bool(c.has_style and c.alignment is not None and c.alignment.wrap_text)
+        return SheetCell(r0, c0, value, "string", wrap) if value else None
+    if isinstance(value, XlError):
+        wrap = bool(c.has_style and c.alignment is not None and c.alignment.wrap_text)
+        return SheetCell(r0, c0, value.code, "error", wrap)
+    value = float(f"{value:.15g}")  # what a cached value holds (xlsx_formulas writes the same digits)
+    if is_date_format(c.number_format):
+        try:
+            return SheetCell(r0, c0, format_value(from_excel(value), c.number_format, is_date=True), "date")
+        except (OverflowError, ValueError):
+            return SheetCell(r0, c0, "#VALUE!", "error")
+    return SheetCell(r0, c0, format_value(value, c.number_format, is_date=False), "number")
 
 
 def read_xlsx_openpyxl(path: str) -> list[Block]:
@@ -109,7 +156,7 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
     evaluator = None
     if wb_f is not None:
         from .formula import Evaluator
-        evaluator = Evaluator(wb_f)
+        evaluator = Evaluator(_openpyxl_cells(wb, wb_f))
     for ws in wb.worksheets:
         cells: list[SheetCell] = []
         ws_f = wb_f[ws.title] if wb_f is not None else None
@@ -118,16 +165,19 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
                 v = c.value
                 if v is None:
                     if ws_f is not None:
-                        fv = ws_f.cell(row=c.row, column=c.column).value
-                        if isinstance(fv, str) and fv.startswith("="):
-                            value = _compute(evaluator, fv, ws.title)
-                            if value is None:
+                        fc = ws_f._cells.get((c.row, c.column))
+                        fv = fc.value if fc is not None else None
+                        if isinstance(fv, str) and fv.startswith("=") and fc.data_type == "f":
+                            try:
+                                value = evaluator.value(ws.title, c.column_letter, str(c.row))
+                            except Unsupported:
                                 cells.append(SheetCell(c.row - 1, c.column - 1, fv, "formula"))
                                 uncached += 1
-                            else:
-                                text = format_value(value, c.number_format, is_date=False)
-                                cells.append(SheetCell(c.row - 1, c.column - 1, text, "number"))
-                                computed += 1
+                                continue
+                            computed += 1
+                            cell = _computed_cell(c, value)
+                            if cell is not None:
+                                cells.append(cell)
                     continue
                 if isinstance(v, str):
                     if v == "":
@@ -148,11 +198,6 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
         blocks.append(Sheet(name=ws.title, cells=cells, merges=merges, hidden=ws.sheet_state != "visible",
                             header=header, footer=footer, setup=page_setup(ws)))
         blocks += pictures.get(ws.title, [])
-    if computed:
-        warns.append(f"{computed} formula cells had no cached result; their values were computed by "
-                     "tender-pool's small formula evaluator (arithmetic, SUM/AVERAGE/MIN/MAX/COUNT/ROUND)")
-    if uncached:
-        warns.append(f"{uncached} formula cells have no cached result (the file was written without "
-                     "calculation); their formula text is shown instead")
+    warns += formula_warnings(computed, uncached)
     blocks[0] = Meta(format="xlsx", engine="openpyxl", warnings=warns)
     return blocks

@@ -10,8 +10,10 @@ elements around the cells (page setup, margins, sheet format, header/footer, pri
 decoded by openpyxl's own classes and handed to ``xlsx_setup.page_setup`` through ``_SheetView``, so the page
 estimate sees exactly what the openpyxl path gives it.
 
-``NeedsOpenpyxl`` is raised for a workbook this path does not model (a formula cell without a cached
-value); the caller then takes the openpyxl path. Hazards: the zip is untrusted — ``ooxml.Package`` caps
+Formula cells without a cached value (generators such as openpyxl store none) are collected while the sheets
+are read and computed once every sheet's values are in (``xlsx_formulas``, ``formula``), so such a workbook
+stays on this path. ``NeedsOpenpyxl`` is raised for what this path does not model (a shared formula without a
+cached value); the caller then takes the openpyxl path. Hazards: the zip is untrusted — ``ooxml.Package`` caps
 every part's inflated size (declared, and while it is read or streamed); the big parts (sheets, shared
 strings) go through ElementTree's expat, which never loads a DTD or an external entity and, from expat
 2.4 on, stops entity-amplification bombs.
@@ -28,6 +30,7 @@ import xml.etree.ElementTree as ET
 from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
 from .numfmt import format_all, format_value, formatter, general
 from .ooxml import Package
+from .xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_warnings
 from .xlsx_setup import hf_text, page_setup
 
 NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
@@ -41,7 +44,7 @@ WHOLE_PART = 32 << 20  # uncompressed bytes up to which a part is parsed in one 
 
 
 class NeedsOpenpyxl(Exception):
-    """The workbook needs the openpyxl path (formulas without cached values)."""
+    """The workbook needs the openpyxl path (shared formulas without cached values)."""
 
 
 def _text_of(si) -> str:
@@ -79,6 +82,24 @@ _RPR_EMPTY = re.compile(rb"<rPr>(?:<[^<>]*/>)*</rPr>")
 _SST_TAGS = (b'<t xml:space="preserve">', b"<t>", b"</t>", b"<r>", b"</r>", b"<rPr/>", b"<t/>")
 _ENTITY = re.compile(r"&(#[0-9]+|#x[0-9a-fA-F]+|amp|lt|gt|quot|apos);")
 _NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+
+def unescape_all(items: list[bytes]) -> list[str]:
+    """Texts between tags with their references decoded, by expat in one parse: a reference at a time in Python
+    cost 0.3 s on a bill whose Chinese openpyxl wrote as ``&#…;`` references. (Expat also normalises line ends,
+    as the element path's parse does.)"""
+    if not items:
+        return []
+    try:
+        return [t.text or "" for t in ET.fromstring(b"<x><t>" + b"</t><t>".join(items) + b"</t></x>")]
+    except ET.ParseError:  # an entity XML does not define: one at a time, the known ones decoded
+        return [_ENTITY.sub(_entity, x.decode()) for x in items]
+
+
+def unescape(b: bytes) -> str:
+    """One text between tags, its references decoded."""
+    s = b.decode()
+    return _ENTITY.sub(_entity, s) if "&" in s else s
 
 
 def _entity(m: re.Match) -> str:
@@ -301,14 +322,23 @@ def read_stream(path: str) -> list[Block]:
         sheets, epoch, names, strings_part, styles_part = _workbook(pkg)
         strings = _shared_strings(pkg, strings_part)
         styles = _Styles(pkg.xml(styles_part) if styles_part else None)
-        blocks: list[Block] = [Meta(format="xlsx", engine="xlsx-stream")]
+        read = []
         for pos, (title, state, part) in enumerate(sheets):
             if part is None or part not in pkg.names:
                 continue
             view = _SheetView(title)
             view.default_font = styles.font
-            cells, merges = _sheet(pkg, part, view, strings, styles, epoch)
+            cells, merges, values, pending = _sheet(pkg, part, view, strings, styles, epoch)
             _print_names(view, names.get(pos, {}))
+            read.append((title, state, part, view, cells, merges, values, pending))
+        warnings: list[str] = []
+        if any(x[7] for x in read):  # formulas without cached values: computed once every sheet's values are in
+            more, computed, shown = evaluate_workbook([(x[0], x[6], x[7]) for x in read], styles, epoch, _cells_of)
+            for x in read:
+                x[4].extend(more.get(x[0], ()))
+            warnings += formula_warnings(computed, shown)
+        blocks: list[Block] = [Meta(format="xlsx", engine="xlsx-stream", warnings=warnings)]
+        for title, state, part, view, cells, merges, _, _ in read:
             hf = view.HeaderFooter
             blocks.append(Sheet(name=title, cells=cells, merges=merges, hidden=state != "visible",
                                 header=hf_text(hf.oddHeader) if hf.oddHeader else "",
@@ -336,15 +366,16 @@ def _print_names(view: _SheetView, names: dict[str, str]) -> None:
 
 
 def _sheet(pkg: Package, part: str, view: _SheetView, strings: list[str], styles: _Styles, epoch):
-    """(cells, merges) of one worksheet: sheetData by ``_fast_cells`` where it can, else element by element."""
+    """(cells, merges, values, pending) of one worksheet: sheetData by ``_fast_cells`` where it can, else element
+    by element; ``values`` and ``pending`` (formula cells without a cached value) are for ``xlsx_formulas``."""
     if pkg.zf.getinfo(part).file_size <= WHOLE_PART:
         data = pkg.read(part)
         fast = _fast_cells(data, view, strings, styles, epoch)
         if fast is not None:
-            cells, max_col, rest = fast
-            got, merges = _sheet_elements(pkg, part, view, strings, styles, epoch, rest)
+            cells, max_col, rest, values, pending = fast
+            _, merges, _, _ = _sheet_elements(pkg, part, view, strings, styles, epoch, rest)
             view.max_column = max(view.max_column, max_col)
-            return cells, merges
+            return cells, merges, values, pending
     return _sheet_elements(pkg, part, view, strings, styles, epoch)
 
 
@@ -352,8 +383,10 @@ _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with 
 _DEFAULT_HEIGHT = re.compile(rb'<(?:\w+:)?sheetFormatPr\b[^>]*?\bdefaultRowHeight="([^"]*)"')
 _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
+# (group 7: a plain inline string, as openpyxl writes every string)
 _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
-                   rb'(?:/>|>(<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?(?:<v>([^<]*)</v>|<v/>)?</c>)')
+                   rb'(?:/>|>(<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?'
+                   rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
 # the commonest shapes in one pattern (see _cells_of): a shared string (group 4), an empty cell (no value; its
 # column still counts for the sheet's width), a number (group 5; cached values of formulas too)
 _SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
@@ -408,19 +441,28 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
     if dims:
         view.row_dimensions.update({int(r): dims[a] for r, a in rows if a in dims})
     total = body.count(b"<c")  # every cell (sheetData holds no other element starting so; <c> was refused)
-    common = _SN_CELL.findall(body)
+    # inline strings (openpyxl writes every string so) never match the common shapes: straight to the general one
+    common = _SN_CELL.findall(body) if b"<is>" not in body else []
+    pending: list = []
     if len(common) == total:  # the commonest shapes are all there is
         rest: list = []
-    else:  # other types, formulas, values in other spellings: the general shape, sorted into the same kinds
+        sst = common
+        values = SheetValues(lambda: {c + r: (b"s" if si else b"n", si or num or None, None)
+                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape)
+    else:  # other types, formulas, inline strings, values in other spellings: the general shape, same kinds
         found = _CELL.findall(body)
         if len(found) != total:
-            return None  # some cell did not match the general shape either (inline strings, CDATA …)
-        if b"<f" in body and any(f and not v for _, _, _, _, f, v in found):
-            raise NeedsOpenpyxl("formula without a cached value")
-        common = [(c, r, s, v if t == b"s" else b"", v if t == b"n" or not t else b"") for c, r, s, t, _, v in found]
-        rest = [(c, r, s, t, v) for c, r, s, t, _, v in found if v and t and t != b"s" and t != b"n"]
+            return None  # some cell did not match the general shape either (rich inline strings, CDATA …)
+        if b"<f" in body:
+            pending = _pending(found)
+        common = [(c, r, s, v if t == b"s" else b"", v if t == b"n" or not t else b"")
+                  for c, r, s, t, _, v, _ in found]
+        rest = [(c, r, s, t, v or inl) for c, r, s, t, _, v, inl in found
+                if (v or inl) and t and t != b"s" and t != b"n"]
+        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found},
+                             strings, True, pending, unescape)
     if not common:
-        return [], 0, rest_xml
+        return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
     colmap = {c: _col_index(c.decode(), {}) for c in letters}
     max_col = max(colmap.values())
@@ -435,7 +477,22 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         rowmap = {r: int(r) - 1 for r in {x[1] for part in (common, rest) for x in part}}
         ids = {s: int(s) if s else 0 for s in {x[2] for part in (common, rest) for x in part}}
         cells = _cells_of(common, rest, rowmap, colmap, ids, strings, styles, epoch)
-    return cells, max_col, rest_xml
+    return cells, max_col, rest_xml, values, pending
+
+
+def _pending(found: list) -> list[Pending]:
+    """The regex path's formula cells without a cached value (a formula whose cached text result is empty, as
+    LibreOffice stores ="" results, has one: the empty string). Shared formulas are left to openpyxl, which
+    translates a shared formula to each cell of its range."""
+    cells = [(c, r, s, f) for c, r, s, t, f, v, inl in found if f and not v and not inl and t != b"str"]
+    bodies = []
+    for _, _, _, f in cells:
+        head = f.find(b">")
+        if f.endswith(b"/>") or b'"shared"' in f[:head]:
+            raise NeedsOpenpyxl("shared formula without a cached value")
+        bodies.append(f[head + 1: f.rindex(b"</")])
+    texts = unescape_all(bodies)
+    return [Pending(c.decode(), r.decode(), int(s) if s else 0, text) for (c, r, s, _), text in zip(cells, texts)]
 
 
 def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str], styles: _Styles,
@@ -491,17 +548,20 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
                 values = [float(v) if (b"." in v or b"E" in v or b"e" in v) else int(v) for v in vals]
         texts = format_all(show, values, all_int or exact)
         cells += [SheetCell(rowmap[r], colmap[c], t, "number") for (c, r, _), t in zip(group, texts)]
+    escaped = [x[4] for x in rest if b"&" in x[4]]
+    plain = iter(unescape_all(escaped))
     for c, r, s, t, v_b in rest:
         r0, c0, sid = rowmap[r], colmap[c], ids[s]
-        v = v_b.decode()
-        if "&" in v:
-            v = _ENTITY.sub(_entity, v)
+        v = next(plain) if b"&" in v_b else v_b.decode()
         if t == b"str":
             append(SheetCell(r0, c0, v, "string", sid in wrap))
         elif t == b"b":
             append(SheetCell(r0, c0, "TRUE" if int(v) else "FALSE", "bool"))
         elif t == b"e":
             append(SheetCell(r0, c0, v, "error", sid in wrap))
+        elif t == b"inlineStr":
+            if v:
+                append(SheetCell(r0, c0, v, "string", sid in wrap))
         elif t == b"d":
             append(SheetCell(r0, c0, format_value(from_ISO8601(v), codes[sid] if sid < nstyles else "General",
                                                   is_date=True), "date"))
@@ -528,6 +588,8 @@ def _sheet_elements(pkg: Package, part: str, view: _SheetView, strings: list[str
     nstyles = len(codes)
     row_no = 0
     max_col = 0
+    raw: dict[str, tuple] = {}  # reference -> (type, value, formula text): what formulas without a value read
+    pending: list[Pending] = []
     row_breaks: list[int] = []
     col_breaks: list[int] = []
     for el in _elements(pkg, part, tags, xml):
@@ -556,27 +618,35 @@ def _sheet_elements(pkg: Package, part: str, view: _SheetView, strings: list[str
                 s = c.get("s")
                 sid = int(s) if s else 0
                 v = None
-                has_f = False
+                f_el = None
                 inline = None
                 for ch in c:
                     ct = ch.tag
                     if ct == _V:
                         v = ch.text
                     elif ct == _F:
-                        has_f = True
+                        f_el = ch
                     elif ct == _IS:
                         inline = ch
+                key = (ref if ref else _col_letters(col) + str(row_no)).replace("$", "")
                 if t == "inlineStr":
                     if inline is None:
                         continue
                     text = _text_of(inline)
+                    raw[key] = (t, text, None)
                     if text:
                         append(SheetCell(r0, col - 1, text, "string", sid in wrap))
                     continue
                 if not v:
-                    if has_f:
-                        raise NeedsOpenpyxl("formula without a cached value")
+                    if f_el is not None and t != "str":  # (a cached ="" result is an empty str)
+                        if f_el.get("t") == "shared" or not f_el.text:
+                            raise NeedsOpenpyxl("shared formula without a cached value")
+                        raw[key] = (t, None, f_el.text)
+                        pending.append(Pending(key.rstrip(_DIGITS), key[len(key.rstrip(_DIGITS)):], sid, f_el.text))
+                    elif f_el is not None:
+                        raw[key] = ("str", "", None)
                     continue
+                raw[key] = (t, v, None)
                 if t == "n":
                     num = float(v) if ("." in v or "E" in v or "e" in v) else int(v)
                     code = codes[sid] if sid < nstyles else "General"
@@ -650,7 +720,15 @@ def _sheet_elements(pkg: Package, part: str, view: _SheetView, strings: list[str
             view.drawing = el.get(f"{{{R_NS}}}id")
     view.max_column = max(1, max_col)
     view.row_breaks, view.col_breaks = _Breaks(row_breaks), _Breaks(col_breaks)
-    return cells, merges
+    return cells, merges, SheetValues(lambda: raw, strings, False, pending), pending
+
+
+def _col_letters(n: int) -> str:
+    s = ""
+    while n:
+        n, r = divmod(n - 1, 26)
+        s = chr(65 + r) + s
+    return s
 
 
 class _FitToPage:

@@ -13,6 +13,8 @@ an ``Outcome`` from the ``RunResult``. Per-kind state lives here, in the slot pr
   preloading of the format's reader. Nothing of the document is read in the slot: the reader
   to preload and whether the JVM is needed are guessed from the file name's extension; the
   format is sniffed in the job's child, under the job's timeout (a zip bomb inflates there).
+- ``FunctionKind``: a configured function handler, imported once in the slot, called in a forked
+  copy of the slot per attempt (``functions.py``).
 
 This is the seam per-kind concurrency and runs build on: a new kind is one class here.
 """
@@ -26,10 +28,10 @@ from typing import Callable, Protocol
 
 import msgspec
 
-from tender_pool.supervisor.config import Config
+from tender_pool.supervisor.config import Config, HandlerConfig
 from tender_pool.supervisor.types import ErrorKind, JobError, JobRecord, Outcome
 
-from . import handlers, runner
+from . import functions, handlers, runner
 from .runner import RunResult
 
 _enc = msgspec.json.Encoder()
@@ -156,7 +158,7 @@ class CommandKind:
 PRELOAD_BY_EXTENSION: dict[str, tuple[str, ...]] = {
     ".docx": ("tender_pool.extract.docx",),
     ".xlsx": ("tender_pool.extract.xlsx", "openpyxl"),
-    ".pdf": ("tender_pool.extract.pdf", "pypdf"),
+    ".pdf": ("tender_pool.extract.pdf", "pypdfium2"),
     ".rtf": ("tender_pool.extract.rtf", "striprtf.striprtf"),
     ".html": ("tender_pool.extract.html",),
     ".htm": ("tender_pool.extract.html",),
@@ -178,6 +180,13 @@ def preload(path: str) -> None:
         except ImportError:
             pass
 
+
+def result_dir_name(job_id: str) -> str:
+    """The job's directory under ``results_dir``: its id (a run job's ``<run>/<n>`` nests under its
+    run), except the ids ``.`` and ``..`` — valid job ids (CONTRACT: letters, digits and ``._:-``)
+    that as a path would be results_dir itself or its parent: they get a ``~`` in front, a
+    character no job id has, so no other job's directory can be the same."""
+    return "~" + job_id if job_id in (".", "..") else job_id
 
 class ExtractionKind:
     name = "parse_markdown"
@@ -239,7 +248,7 @@ class ExtractionKind:
         return self.jvm
 
     def _files(self, job: JobRecord, attempt: int) -> tuple[str, str]:
-        return os.path.join(self.cfg.pool.results_dir, job.id), f"attempt-{attempt}"
+        return os.path.join(self.cfg.pool.results_dir, result_dir_name(job.id)), f"attempt-{attempt}"
 
     def keep(self) -> set[int]:
         pid = self.jvm.pid if self.jvm is not None else None
@@ -291,9 +300,61 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
     return 0
 
 
-def build(cfg: Config, base_env: dict[str, str]) -> dict[str, Kind]:
-    """Every kind this slot can run, by name: parse_markdown and the configured command handlers."""
+class FunctionKind:
+    """A function handler (``[handlers.NAME] function = "module:qualname"``, ``functions.py``): the
+    function is imported in the slot once (``preload``, before the first claim), and each attempt
+    is a forked copy of the slot calling it (``functions.function_child``), run by ``runner`` like
+    parse_markdown's child. ``log_fd`` is the slot's log stream (the child prints there)."""
+
+    def __init__(self, name: str, h: HandlerConfig, cfg: Config, log_fd: int, log=None):
+        self.name = name
+        self.timeout = h.timeout
+        self.handler = h
+        self.cfg = cfg
+        self.log_fd = log_fd
+        self.log = log
+        self.loaded: functions.Loaded | None = None
+
+    def preload(self) -> None:
+        """Import the function now. Raises ``function_import.ImportProblem``."""
+        self.loaded = functions.load(self.handler)
+
+    def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected:
+        path = _input(job, self.cfg)  # a payload's file obeys input_roots, as for a command
+        if isinstance(path, Rejected):
+            return path
+        if self.loaded is None:
+            self.preload()  # the slot preloads every function before claiming; this is a safety net
+        loaded, cfg, log_fd = self.loaded, self.cfg, self.log_fd
+        assert loaded is not None
+        return Launch(env={}, call=lambda: functions.function_child(loaded, cfg, job, log_fd), file=path)
+
+    def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
+        return functions.conclude(res, self.timeout, self.log, job, attempt)
+
+    def keep(self) -> set[int]:
+        return set()
+
+    def groups(self) -> list[int]:
+        return []
+
+    def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
+        pass  # a function's side effects are its own: it asks ctx.owns() before committing them
+
+    def close(self) -> None:
+        pass
+
+
+def build(cfg: Config, base_env: dict[str, str], log=None) -> dict[str, Kind]:
+    """Every kind this slot can run, by name: parse_markdown and the configured command and function
+    handlers (not yet imported: the slot calls each function kind's ``preload``)."""
     out: dict[str, Kind] = {"parse_markdown": ExtractionKind(cfg)}
+    log_fd = -1
     for name, h in cfg.handlers.items():
-        out[name] = CommandKind(name, list(h.command), h.timeout, cfg, base_env)
+        if h.function is not None:
+            if log_fd < 0:
+                log_fd = os.dup(2)  # the slot's log stream, for what the functions print
+            out[name] = FunctionKind(name, h, cfg, log_fd, log)
+        else:
+            out[name] = CommandKind(name, list(h.command or ()), h.timeout, cfg, base_env)
     return out

@@ -27,6 +27,8 @@ NAMES = (
     "busy_clear",
     "depwaits_count",
     "run_submit",
+    "run_queue",
+    "run_abort",
     "run_cancel",
     "run_retry",
     "progress",

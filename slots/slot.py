@@ -31,6 +31,7 @@ Signals (set a flag only; the loop acts):
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -52,6 +53,7 @@ from tender_pool.supervisor.types import (
     JobError,
     JobRecord,
     Outcome,
+    Preloaded,
     SlotExit,
 )
 
@@ -59,6 +61,7 @@ from . import faults, inputs, kinds, runner
 from .busy import BusyTracker
 from .progress import ProgressFeed
 from .connection import NotReplicated, retry_delay
+from .function_import import ImportProblem
 from .heartbeat import Reporter
 from .queue import (
     BadRecord,
@@ -105,6 +108,10 @@ _LANDED_STATE = {
 }
 
 
+class SlotBootError(Exception):
+    """The slot cannot get ready to claim (a function handler's module does not import here)."""
+
+
 class Slot:
     def __init__(
         self, cfg: Config, index: int, worker_id: str, proc: str, marker: str, report_fd: int, list_owner: str = ""
@@ -133,7 +140,7 @@ class Slot:
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
         self.progress: ProgressFeed | None = None  # the running attempt's fd-3 feed
         base_env = {k: v for k, v in os.environ.items() if k not in ("TENDER_POOL_FAULTS", "TENDER_POOL_FAULT_DIR")}
-        self.kinds = kinds.build(cfg, base_env)
+        self.kinds = kinds.build(cfg, base_env, log=self.log)
         self.q = Queue.for_config(cfg)
         self.busy = BusyTracker(self.q.r, self.q.k, worker_id, cfg, self.log, on_redis_error=self._redis_error)
         self.redis_errors = 0  # cumulative, sent with each Beat for tender_pool_redis_errors_total
@@ -143,6 +150,38 @@ class Slot:
         self.next: tuple[JobRecord, Run] | None = None  # started by the last settle_take, not yet run
         self.lease_lapsed = False  # a take found our host's lease too short: claim nothing until renewed
         self.queue_empty = False  # the last take found nothing: go straight to the blocking BLMOVE
+        self.preload()
+
+    def preload(self) -> None:
+        """Import every function handler's module now, once, before the first claim: each attempt
+        is then a fork of this process with the module already in it. The supervisor hears how
+        each went (``Preloaded``, for ``tender-pool handlers``); a failure is a boot error: the
+        config check imported it, so this slot's environment differs, and respawning cannot help."""
+        imports: dict[str, str] = {}
+        failed: SlotBootError | None = None
+        for name, kind in self.kinds.items():
+            if not isinstance(kind, kinds.FunctionKind):
+                continue
+            t0 = time.monotonic()
+            try:
+                kind.preload()
+                imports[name] = ""
+                self.log.info("function_imported", kind=name, function=kind.handler.function,
+                              seconds=round(time.monotonic() - t0, 3))
+            except ImportProblem as e:
+                imports[name] = str(e)
+                self.log.error("function_import_failed", kind=name, function=kind.handler.function, error=str(e),
+                               exc_info=e.__cause__ or e)
+                failed = failed or SlotBootError(f"handlers.{name}.function: {kind.handler.function}: {e}")
+            self.beat(force=True)  # a slow import must not make the slot look silent
+        if imports:
+            self.reporter.send(Preloaded(imports))
+            self.reporter.flush()
+        if failed is not None:
+            raise failed
+        if imports:  # as the supervisor does before forking slots: the platform's objects become
+            gc.collect()  # permanent, so no collection here or in an attempt's child walks (and
+            gc.freeze()  # so copies) their pages
 
     def _take_lease_ms(self) -> int:
         """What our lease must have left for a take to start a job: enough for one more poll after
@@ -742,6 +781,8 @@ def slot_main(
     A failure to build the slot exits ``BOOT_ERROR``: respawning cannot fix it."""
     try:
         slot = Slot(cfg, index, worker_id, proc, marker, report_fd, list_owner)
+    except SlotBootError:  # logged where it happened, and reported to the supervisor
+        return SlotExit.BOOT_ERROR
     except Exception:  # noqa: BLE001 - config, imports, environment: say why, and exit with the code
         import traceback
 

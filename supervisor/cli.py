@@ -103,7 +103,7 @@ def run(config_path: str | None) -> None:
 @click.option("--user", "-u", required=True, help="The platform user the job belongs to (one running job per user).")
 @click.option("--kind", "-k", default="parse_markdown", show_default=True, help="Job kind: parse_markdown or a [handlers.NAME].")
 @click.option("--payload", help="JSON object; merged with {\"file\": …} when FILE is given.")
-@click.option("--job-id", help="Idempotency key: an id that already exists queues nothing.")
+@click.option("--job-id", help="Idempotency key: an id that already exists queues nothing. No '/' (a run's jobs are <run id>/<n>).")
 @click.option("--after", multiple=True, help="Run only after this job completed (repeatable).")
 @click.option("--priority", type=click.Choice(["interactive", "bulk"]), default="bulk", show_default=True)
 @click.option("--wait", is_flag=True, help="Wait for the job to end and print it as `job --json` does.")
@@ -363,19 +363,23 @@ def runs() -> None:
 @click.option("--priority", type=click.Choice(["interactive", "bulk"]), default="bulk", show_default=True)
 @click.option("--max-parallel", type=click.IntRange(min=1), help="At most N of the run's jobs run at once.")
 @click.option("--overwrite", is_flag=True, help="Run every item, even one whose input is unchanged since a completed job.")
+@click.option("--run-id", help="Idempotency key: submitting again with this id and the same items resumes or "
+              "returns that run, never a second one (other items: exit 2). Else an id is generated.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as `runs show --json` does.")
 @config_option
 def runs_submit(user: str, kind: str, items_path: str, priority: str, max_parallel: int | None, overwrite: bool,
-                as_json: bool, config_path: str | None) -> None:
-    """Create a run: one job per line of --items, queued at once (or skipped: an item whose input
-    hash equals a completed job's still in retention points at that job's result). Prints the run
-    id. Exit 2 for a bad or repeated line (its number named) or an empty file."""
+                run_id: str | None, as_json: bool, config_path: str | None) -> None:
+    """Create a run: one job per line of --items (ids <run id>/<n>), queued at once (or skipped: an
+    item whose input hash equals a completed job's still in retention points at that job's result).
+    The run is written in chunks and sealed by the last: after a timeout (exit 4), submit again with
+    the same --run-id. Prints the run id. Exit 2 for a bad or repeated line (its number named), an
+    empty file, or a --run-id that exists with other items."""
     from tender_pool.client.items import read_jsonl
     from tender_pool.client.errors import BadInput
 
     cfg = _config(config_path)
-    for opt, value in (("--user", user), ("--kind", kind)):
-        if _not_utf8(value):
+    for opt, value in (("--user", user), ("--kind", kind), ("--run-id", run_id)):
+        if value is not None and _not_utf8(value):
             _fail(f"{opt}: not valid UTF-8", EXIT_BAD_INPUT)
     try:
         with click.open_file(items_path, "rb") as f:
@@ -386,7 +390,7 @@ def runs_submit(user: str, kind: str, items_path: str, priority: str, max_parall
         _fail(f"--items {items_path}: {e}", EXIT_BAD_INPUT)
     with _calls(cfg):
         run = _client(cfg).submit_run(user, kind, items, priority=priority, max_parallel=max_parallel,
-                                      overwrite=overwrite)
+                                      overwrite=overwrite, run_id=run_id)
     click.echo(msgspec.json.encode(run).decode() if as_json else run.id)
 
 
@@ -527,6 +531,32 @@ def events_groups(as_json: bool, config_path: str | None) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="A JSON array: kind, type, runs, timeout, per_user, imported, imports.")
+@config_option
+def handlers(as_json: bool, config_path: str | None) -> None:
+    """Each job kind: what it runs, its timeout and per_user, and whether every slot imported it
+    (function handlers). Exit 0, 1 when a slot could not import one, 2 daemon unreachable (the
+    config's kinds are printed all the same)."""
+    from . import render
+    from .status_builder import handler_rows
+    from .status_client import StatusUnavailable, request
+
+    cfg = _config(config_path)
+    error, code = None, EXIT_HEALTHY
+    try:
+        reply = request(cfg.status.socket, op="handlers")
+        if not reply.ok or reply.handlers is None:
+            raise StatusUnavailable(cfg.status.socket, reply.error or "no handlers in the reply", listening=True)
+        rows = reply.handlers
+        code = EXIT_DEGRADED if any(r.imported is False for r in rows) else EXIT_HEALTHY
+    except StatusUnavailable as e:
+        rows, error, code = handler_rows(cfg, []), str(e), EXIT_UNREACHABLE
+    d = msgspec.to_builtins(rows)
+    click.echo(msgspec.json.encode(d).decode() if as_json else render.format_handlers(d, error))
+    sys.exit(code)
+
+
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON (CONTRACT.md) instead of Markdown.")
 @click.option("--timeout", type=float, help="Hard timeout in seconds.")
@@ -535,6 +565,23 @@ def extract(file: str, as_json: bool, timeout: float | None) -> None:
     from tender_pool.extract.command import main_extract
 
     sys.exit(main_extract(file, as_json, timeout))
+
+
+@main.command()
+@click.option("--listen", default="127.0.0.1:9465", show_default=True, help="HOST:PORT; a non-loopback host needs --token-file.")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="A file holding the token (Authorization: Bearer, or the login form).")
+@click.option("--read-only", is_flag=True, help="No actions (cancel, retry, drain, scale) for anyone.")
+@config_option
+def web(listen: str, token_file: str | None, read_only: bool, config_path: str | None) -> None:
+    """The admin web (needs the `web` extra): live slots and queue, runs, history, jobs, actions.
+    Loopback without a token: this machine's users only. Exit 0 after a clean stop, 2 bad config
+    or usage, 1 other fatal (as `run`)."""
+    cfg = _config(config_path)
+    try:
+        from tender_pool.web.serve import serve
+    except ImportError as e:
+        _fail(f"web: {e} (install the web extra: pip install 'tender-pool[web]')", EXIT_BAD_INPUT)
+    sys.exit(serve(_client(cfg), listen, token_file, read_only))
 
 
 if __name__ == "__main__":  # pragma: no cover

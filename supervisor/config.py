@@ -15,7 +15,7 @@ import socket
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import msgspec
 
@@ -63,9 +63,22 @@ class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class HandlerConfig(msgspec.Struct, forbid_unknown_fields=True):
-    command: list[str]
-    timeout: float
+    """A command handler (``command``: an argv, posix_spawn'ed per attempt) or a function handler
+    (``function``: ``"module:qualname"``, imported once per slot, called in a forked child per
+    attempt; ``path`` is prepended to ``sys.path`` first, ``after_fork`` is called in each
+    attempt's child before the function). Exactly one of ``command`` and ``function``."""
+
+    timeout: float | None = None  # required: checked in _check_handler, so the message names the handler
+    command: list[str] | None = None
+    function: str | None = None
     per_user: int = 1  # jobs of one user of this kind running at once; 0 = no limit
+    path: list[str] = []
+    after_fork: str | None = None
+
+    @property
+    def runs(self) -> str:
+        """What it runs, for ``tender-pool handlers`` and log lines."""
+        return self.function if self.function is not None else " ".join(self.command or [])
 
 
 class PoolConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -236,6 +249,91 @@ def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Confi
     return cfg
 
 
+FUNCTION_CHECK_TIMEOUT = 120.0  # seconds the config check's child may spend importing the functions
+
+
+def _is_spec(spec: str) -> bool:
+    module, sep, qualname = spec.partition(":")
+    return bool(sep) and all(
+        part.isidentifier() for text in (module, qualname) for part in text.split(".")
+    )
+
+
+def _check_handler(name: str, h: HandlerConfig) -> None:
+    """The shape of one ``[handlers.NAME]``: exactly one of ``command`` / ``function``, and the
+    function's keys well formed (whether they import is ``check_functions``'s question)."""
+    key = f"handlers.{name}"
+    if h.timeout is None:
+        raise ConfigError(f"{key}.timeout", None, "required: a positive number of seconds")
+    if h.command is None and h.function is None:
+        raise ConfigError(key, name, 'one of command (an argv list) or function ("module:qualname")')
+    if h.command is not None and h.function is not None:
+        raise ConfigError(key, name, "command or function, not both")
+    if h.command is not None:
+        if not h.command:
+            raise ConfigError(f"{key}.command", h.command, "a non-empty argv list")
+        for opt in ("path", "after_fork"):
+            if getattr(h, opt):
+                raise ConfigError(f"{key}.{opt}", getattr(h, opt), "only with function, not with command")
+        return
+    assert h.function is not None
+    for opt, spec in (("function", h.function), ("after_fork", h.after_fork)):
+        if spec is not None and not _is_spec(spec):
+            raise ConfigError(f"{key}.{opt}", spec, '"module:qualname" (dotted Python names)')
+    for i, p in enumerate(h.path):
+        if not os.path.isabs(p):
+            raise ConfigError(f"{key}.path[{i}]", p, "an absolute directory")
+
+
+def has_functions(cfg: Config) -> bool:
+    return any(h.function is not None for h in cfg.handlers.values())
+
+
+def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: float = FUNCTION_CHECK_TIMEOUT,
+                    on_start: Callable[[int], None] | None = None) -> None:
+    """Import every function handler's ``function`` (and ``after_fork``) in a short-lived child
+    process, as a slot will: a module that fails to import, lacks the attribute or names something
+    not callable refuses the config (ConfigError: ``handlers.NAME.function: <spec>: <why>``), and
+    the supervisor itself never imports the platform's code. Not part of ``load``: a producer's
+    ``Client.from_config()`` must not import the workers' code; ``run`` and a reload call it.
+    ``on_start`` gets the child's pid (the supervisor keeps it out of its orphan sweep). The verdict
+    is read from the child's stdout, never from its exit status alone: the supervisor's
+    ``waitpid(-1)`` may reap it first (then the status reads 0)."""
+    import subprocess
+    import sys
+
+    todo = {n: {"function": h.function, "after_fork": h.after_fork, "path": h.path}
+            for n, h in cfg.handlers.items() if h.function is not None}
+    if not todo:
+        return
+    req = msgspec.json.encode({"sys_path": sys.path if sys_path is None else sys_path, "handlers": todo})
+    first = sorted(todo)[0]
+    p = subprocess.Popen([sys.executable, "-m", "tender_pool.slots.function_import"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if on_start is not None:
+        on_start(p.pid)
+    try:
+        out, err = p.communicate(req, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise ConfigError(f"handlers.{first}.function", todo[first]["function"],
+                          f"importing the function handlers took more than {timeout:g} s") from None
+    try:
+        answers = msgspec.json.decode(out, type=dict[str, str | None]) if p.returncode == 0 else None
+    except msgspec.DecodeError:
+        answers = None
+    if answers is None:  # the module killed its importer (os._exit at import, a signal)
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
+        raise ConfigError(f"handlers.{first}.function", todo[first]["function"],
+                          f"the import check's process died: {tail[0]}")
+    for name in sorted(answers):
+        if answers[name]:
+            what, _, rest = answers[name].partition(": ")  # "function: <spec>: <why>"
+            spec, _, why = rest.partition(": ")
+            raise ConfigError(f"handlers.{name}.{what}", spec, why)
+
+
 def _check_url(url: str, key: str) -> None:
     schemes = ("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://")
     ok = url == "embedded" or url.startswith(schemes)
@@ -390,9 +488,8 @@ def _validate(cfg: Config, env: Mapping[str, str]) -> None:
     for name, h in cfg.handlers.items():
         if name == "parse_markdown":
             raise ConfigError(f"handlers.{name}", name, "a name other than the built-in parse_markdown")
-        if not h.command:
-            raise ConfigError(f"handlers.{name}.command", h.command, "a non-empty argv list")
-        if not 0 < h.timeout < MAX_SECONDS:
+        _check_handler(name, h)
+        if not 0 < h.timeout < MAX_SECONDS:  # type: ignore[operator]
             raise ConfigError(f"handlers.{name}.timeout", h.timeout, "a positive number of seconds (under ten years)")
         if h.per_user < 0:
             raise ConfigError(f"handlers.{name}.per_user", h.per_user, "an integer >= 0 (0 = no limit)")

@@ -45,7 +45,7 @@ from tender_pool.slots.connection import connect
 from tender_pool.slots.queue import Queue
 
 from . import control, lifecycle, logs
-from .config import Config, ConfigError
+from .config import Config, ConfigError, check_functions
 from .embedded import EmbeddedError, EmbeddedRedis
 from .forking import ProcessOps
 from .keys import Keys, Owner
@@ -115,6 +115,7 @@ class Supervisor:
         self.queue_depth: int | None = None  # for STATUS=, refreshed by the status thread
         self.queue_probed_at = 0.0
         self.embedded: EmbeddedRedis | None = None
+        self.pending_reload: lifecycle.PendingReload | None = None  # SIGHUP waiting for its import check
 
     @property
     def slots(self) -> list[SlotProc]:
@@ -134,6 +135,11 @@ class Supervisor:
 
     def _run(self) -> int:
         setproctitle.setproctitle("tender-pool: supervisor")
+        try:  # before anything starts: a function handler that does not import refuses the config
+            check_functions(self.cfg)
+        except ConfigError as e:
+            print(f"config: {e}", flush=True, file=sys.stderr)
+            return 2
         runner.set_subreaper()
         signal.set_wakeup_fd(self.wake_fd, warn_on_full_buffer=False)
         if self.notify.sock is not None:
@@ -357,6 +363,7 @@ class Supervisor:
             self.handle_signal(self.signals.popleft(), now)
         while self.controls and not self.table.draining:
             lifecycle.apply_control(self.table, self.controls.popleft(), self.log)
+        self.finish_reload(now)
         for s in self.table.live():
             self.read_reports(s, now)
         self.reap_children(now)
@@ -401,9 +408,33 @@ class Supervisor:
             self.start_drain(now)
         elif signum == signal.SIGHUP:
             self.notify.reloading()
-            res = lifecycle.reload(self.cfg, self.table, self.log, now)
+            res = lifecycle.reload(self.cfg, self.table, self.log, now, wake=self._wake)
+            if isinstance(res, lifecycle.PendingReload):
+                self.pending_reload = res  # a newer SIGHUP replaces an older pending one
+                return
+            self.pending_reload = None
             self.status_note = res.note
             self.notify.ready(self.status_text())
+
+    def finish_reload(self, now: float) -> None:
+        """A pending reload whose function handlers' import check has ended: adopt or reject it."""
+        pending = self.pending_reload
+        if pending is None:
+            return
+        if self.table.draining:
+            self.pending_reload = None  # stopping anyway: nothing to adopt
+            return
+        res = lifecycle.finish(self.cfg, self.table, pending, self.log, now)
+        if res is not None:
+            self.pending_reload = None
+            self.status_note = res.note
+            self.notify.ready(self.status_text())
+
+    def _wake(self) -> None:
+        try:
+            os.write(self.wake_fd, b"r")
+        except OSError:
+            pass  # pipe full: the loop is awake anyway, and wakes each second regardless
 
     def start_drain(self, now: float) -> None:
         self.drain_deadline = now + self.cfg.pool.drain_timeout
@@ -501,6 +532,8 @@ class Supervisor:
         self._close_pipe(s)
         pid, busy = s.pid, s.busy
         keep = {x.pid for x in self.table.live() if x is not s}
+        if self.pending_reload is not None and self.pending_reload.pid:
+            keep.add(self.pending_reload.pid)  # a reload's import check, not a dead job's leftover
         if self.embedded is not None and self.embedded.pid:
             keep.add(self.embedded.pid)  # our Redis is our child too, not a dead job's leftover
         killed = self.ops.kill_job_tree(s, busy, keep)

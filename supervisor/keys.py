@@ -32,8 +32,9 @@ stated plainly: the whole pool lives on one shard.
 | ``events`` | stream | every job transition (``job_queued`` … ``job_failed``) and ``run_*``; one field ``e`` = JSON; trimmed by the housekeeper only (``supervisor/stream_trim.py``): below what every consumer group still needs, never past ``[events] max_backlog``; ``MAXLEN ~ 100000`` without a group |
 | ``events:gap:<group>`` | string | a consumer group lost entries to the ``max_backlog`` cap (``consumer.Gap`` JSON); the consumer resyncs, then deletes it |
 | ``events:parked:<group>`` | list | entries a group's ``apply`` failed on every try (``consumer.Parked`` JSON), acknowledged so the rest go on |
-| ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state |
-| ``runjobs:<id>`` | list | the run's job ids in item order |
+| ``run:<id>`` | hash | a run: id, user, kind, state, priority, max_parallel, overwrite, created_at, finished_at, cancel, total and one count per job state; ``digest`` (its items'), ``staging``/``staged``/``stage_until`` while unsealed, ``queued_to`` (queuing cursor) |
+| ``runjobs:<id>`` | list | the run's job ids (``<run id>/<n>``) in item order |
+| ``runqueue`` | zset | sealed runs whose jobs are still being queued (chunk by chunk, cursor ``queued_to`` in the run hash) → seal ms |
 | ``runs`` | zset | run id → created ms (trimmed with the retention at submit) |
 | ``userruns:<user>`` | zset | the user's run ids → created ms |
 | ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
@@ -154,6 +155,12 @@ class Keys:
     def job_pattern(self) -> str:
         """SCAN pattern of every job hash (a consumer's resync; never on a hot path)."""
         return f"{_glob_escape(self.base)}:job:*"
+
+    @property
+    def runqueue(self) -> str:
+        """Sealed runs whose jobs are still being queued → seal ms (run_queue.lua; the submitter, a
+        retry of it, or the housekeeper moves the cursor on)."""
+        return f"{self.base}:runqueue"
 
     def backlog(self, user: str) -> str:
         return f"{self.base}:backlog:{user}"

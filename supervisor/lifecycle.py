@@ -8,10 +8,12 @@ comes back is the table's. systemd hears about the outcome through the daemon (`
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from . import control
-from .config import Config, ConfigError, load
+from .config import Config, ConfigError, check_functions, has_functions, load
 from .slot_table import SlotTable
 from .types import STATUS_PROTOCOL, SlotState
 
@@ -22,16 +24,75 @@ class Reloaded:
     note: str  # the sticky part of STATUS=: a rejected reload, keys that wait for a restart
 
 
-def reload(cfg: Config, table: SlotTable, log, now: float) -> Reloaded:
+class PendingReload:
+    """A reload waiting for its function handlers' import check (``config.check_functions``: a
+    child process imports the platform's modules, which may take seconds). A thread waits for that
+    child, so the main loop never blocks on it; the loop finishes the reload (``finish``) once
+    ``done`` is set, and keeps the child's pid (``pid``) out of its orphan sweep meanwhile.
+    ``wake`` is called (from the thread) when the verdict is in. The thread only waits on a pipe
+    and a child: it holds no lock a slot forked meanwhile could need."""
+
+    def __init__(self, new: Config, wake: Callable[[], None]):
+        self.new = new
+        self.error: ConfigError | None = None
+        self.pid = 0
+        self.done = threading.Event()
+        self.wake = wake
+        self.thread = threading.Thread(target=self._check, name="reload-check", daemon=True)
+
+    def start(self) -> "PendingReload":
+        self.thread.start()
+        return self
+
+    def _on_start(self, pid: int) -> None:
+        self.pid = pid
+
+    def _check(self) -> None:
+        try:
+            check_functions(self.new, on_start=self._on_start)
+        except ConfigError as e:
+            self.error = e
+        except Exception as e:  # noqa: BLE001 - cannot even start the child (EAGAIN): reject, say why
+            self.error = ConfigError("handlers", "(import check)", f"could not run: {e}")
+        finally:
+            self.done.set()
+            self.wake()
+
+
+def reload(cfg: Config, table: SlotTable, log, now: float,
+           wake: Callable[[], None] = lambda: None) -> Reloaded | PendingReload:
     """SIGHUP: re-read the config the way the daemon found it at start. Invalid: keep running on
     the old one and say why. Valid: adopt it in place (``cfg`` is shared with the status builder),
-    resize if the file's ``worker_count`` changed, and recycle the slots if their settings did."""
+    resize if the file's ``worker_count`` changed, and recycle the slots if their settings did or
+    any function handler is configured (its module is imported again by the new slots). A config
+    with function handlers is adopted only once they import (``PendingReload``, then ``finish``):
+    one that no longer does rejects the reload like an invalid value."""
     source = None if cfg.source == "(defaults)" else cfg.source
     try:
         new = load(source)
     except ConfigError as e:
-        log.error("reload_rejected", error=f"config: {e}", config=cfg.source)
-        return Reloaded(False, f"reload rejected, still running the previous config: config: {e}")
+        return _rejected(cfg, e, log)
+    if has_functions(new):
+        log.info("reload_checking_functions", config=cfg.source)
+        return PendingReload(new, wake).start()
+    return _adopt(cfg, new, table, log, now)
+
+
+def finish(cfg: Config, table: SlotTable, pending: PendingReload, log, now: float) -> Reloaded | None:
+    """The main loop's half of a pending reload: None while its check runs, then the outcome."""
+    if not pending.done.is_set():
+        return None
+    if pending.error is not None:
+        return _rejected(cfg, pending.error, log)
+    return _adopt(cfg, pending.new, table, log, now)
+
+
+def _rejected(cfg: Config, e: ConfigError, log) -> Reloaded:
+    log.error("reload_rejected", error=f"config: {e}", config=cfg.source)
+    return Reloaded(False, f"reload rejected, still running the previous config: config: {e}")
+
+
+def _adopt(cfg: Config, new: Config, table: SlotTable, log, now: float) -> Reloaded:
     change = control.classify(cfg, new)
     file_workers = new.pool.worker_count if "pool.worker_count" in change.live else None
     control.adopt(cfg, control.merge(cfg, new, change.restart))
@@ -39,9 +100,12 @@ def reload(cfg: Config, table: SlotTable, log, now: float) -> Reloaded:
         scale(table, file_workers, "reload", log)
     elif table.target != cfg.pool.worker_count:
         log.info("live_scale_kept", workers=table.target, config_says=cfg.pool.worker_count)
-    recycled = table.recycle(now) if change.slots else []
+    # Function handlers' code may have changed on disk with the config unchanged: a reload is how
+    # an operator asks for the new code, so the slots import it again (recycled after their job).
+    reimport = [n for n, h in cfg.handlers.items() if h.function is not None]
+    recycled = table.recycle(now) if change.slots or reimport else []
     log.info("reloaded", config=cfg.source, applied=change.live, slots_recycled_for=change.slots,
-             recycled=recycled, restart_needed=change.restart)
+             reimported=reimport, recycled=recycled, restart_needed=change.restart)
     return Reloaded(True, f"restart needed for: {', '.join(change.restart)}" if change.restart else "")
 
 

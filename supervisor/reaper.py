@@ -54,6 +54,8 @@ from .status_probe import redis_message
 TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 STUCK_MARGIN_S = 30.0
 FULL_SCAN_EVERY_S = 60.0
+RUN_QUEUE_AFTER_MS = 5000  # a run sealed this long ago and still queuing: its submitter may be gone
+RUN_QUEUE_CALLS = 20  # queuing chunks a reap pass (each a few ms of Redis)
 SWEEP_EVERY_S = 5.0
 
 
@@ -99,6 +101,7 @@ class Housekeeper(threading.Thread):
         self.events_dropped = 0  # for tender_pool_events_dropped_total: entries a consumer group lost to the cap
         self.slots_summary = slots_summary  # StatusBuilder.host_summary: slots:<host> for status --redis
         self.hb_ttl_ms = int(cfg.pool.heartbeat * 3 * 1000)
+        self._runs = None  # client.run_submit.RunWriter on this thread's connection, made on first use
 
     # --- the main loop's side ---------------------------------------------------------------------
 
@@ -252,6 +255,7 @@ class Housekeeper(threading.Thread):
             if (r.get(self.k.reaper) or b"").decode() != self.holder:
                 return
         self.q.promote_due()
+        self.queue_runs()
         self._quiet: bool | None = None  # quiet_enough(), asked at most once per reap
         lists = {p.decode(): Owner.decode(v.decode()) for p, v in r.hgetall(self.k.proclists).items()}
         if now - self.last_full_scan > FULL_SCAN_EVERY_S:
@@ -271,6 +275,24 @@ class Housekeeper(threading.Thread):
         if self._quiet:
             self.judging_deferred = False
         self.events_dropped += stream_trim.trim(r, self.k, self.cfg.events.max_backlog, self.log).dropped
+
+    def queue_runs(self) -> None:
+        """Go on queuing sealed runs whose submitter stopped half way (died, or its retries gave
+        up): a bounded share a pass (``run_submit.queue_pending``; each chunk atomic, from the run's
+        cursor, so a submitter still at it and this pass never queue a job twice)."""
+        if self._runs is None:
+            from tender_pool.client.run_submit import RunWriter
+            from tender_pool.slots import scripts
+
+            r = self.q.r
+            self._runs = RunWriter(r, self.k, scripts.register(r, "run_queue"), 0, 0, tries=1)
+        from tender_pool.client.run_submit import queue_pending
+
+        sec, usec = self.q.r.time()
+        n = queue_pending(self._runs, self.cfg.pool.result_retention, RUN_QUEUE_AFTER_MS,
+                          int(sec) * 1000 + int(usec) // 1000, RUN_QUEUE_CALLS)
+        if n:
+            self.log.info("run_queuing_resumed", chunks=n)
 
     def requeue_dead(self, lists: list[tuple[str, Owner, str]]) -> None:
         """Dead owners' lists ``(list, owner, the holder requeue.lua must not find in its host key)``,

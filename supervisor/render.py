@@ -168,6 +168,8 @@ def format_job(v: dict) -> str:
         lines.append(f"  payload {json.dumps(v['payload'], ensure_ascii=False, separators=(',', ':'))}")
     if v.get("error"):
         lines.append(f"  error {v['error']['kind']}: {v['error']['message']}")
+    if v.get("skipped_from"):
+        lines.append(f"  skipped: unchanged input, the result of {v['skipped_from']}")
     if v.get("result") is not None:
         lines.append(f"  result {json.dumps(v['result'], ensure_ascii=False, separators=(',', ':'))}")
     return "\n".join(lines)
@@ -212,18 +214,21 @@ def format_event(ev: dict) -> str:
             what += f" {ev['message']}"
         if ev.get("chunk"):
             what += f" +{len(ev['chunk'])} chars"
+    if ev.get("skipped_from"):
+        what += f" (result of {ev['skipped_from']})"
     if ev.get("gap"):
         what += " (events were trimmed: showing the state now)"
     return f"{progress_bar(ev.get('counts'))}  {_v(ev.get('state'))}  {format_counts(ev.get('counts'))}  {what}"
 
 
-RUN_JOB_HEADER = ["JOB", "KEY", "STATE", "ERROR"]
+RUN_JOB_HEADER = ["JOB", "KEY", "STATE", "ERROR / SKIPPED FROM"]
 
 
 def format_run(run: dict) -> str:
     """``runs show``: the run, its counts and each job."""
     rows = [[j["id"], _cut(j["key"], 40), j["state"],
-             f"{j['error']['kind']}: {j['error']['message']}"[:60] if j.get("error") else "-"] for j in run.get("jobs") or []]
+             f"{j['error']['kind']}: {j['error']['message']}"[:60] if j.get("error")
+             else f"result of {j['skipped_from']}" if j.get("skipped_from") else "-"] for j in run.get("jobs") or []]
     return "\n".join([
         f"run {run['id']}  {run['state']}",
         f"  user {run['user']}  kind {run['kind']}  created {_v(run.get('created_at'))}  finished {_v(run.get('finished_at'))}",
@@ -288,3 +293,26 @@ def _consumers(consumers: list[dict] | None) -> list[str]:
     return [f"  events   {c['group']}: lag {c['lag']}, pending {c['pending']}"
             + (f", oldest {c['oldest_pending_age_s']:.0f}s" if c.get("oldest_pending_age_s") else "")
             + (", GAP (resync)" if c.get("gap") else "") for c in consumers]
+
+
+def format_handlers(rows: list[dict], error: str | None = None) -> str:
+    """``tender-pool handlers``: each kind, what it runs, its limits, whether every slot imported it."""
+    def imported(r: dict) -> str:
+        if r["type"] != "function":
+            return "-"
+        if r.get("imported") is None and not r.get("imports"):
+            return "?"
+        ok = sum(1 for v in r["imports"].values() if v == "")
+        word = {True: "yes", False: "NO", None: "pending"}[r.get("imported")]
+        return f"{word} ({ok}/{len(r['imports'])} slots)"
+
+    cells = [[r["kind"], r["type"], _cut(r["runs"], 60), _secs(r["timeout"]), str(r["per_user"] or "no limit"),
+              imported(r)] for r in rows]
+    out = _table(["KIND", "TYPE", "RUNS", "TIMEOUT", "PER USER", "IMPORTED"], cells)
+    for r in rows:
+        for slot, why in sorted((r.get("imports") or {}).items()):
+            if why:
+                out.append(f"{r['kind']}: {slot} cannot import it: {why}")
+    if error:
+        out.append(f"(imports unknown: {error})")
+    return "\n".join(out)

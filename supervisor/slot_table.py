@@ -35,7 +35,7 @@ from typing import Callable
 
 from tender_pool.slots.heartbeat import ReportReader
 
-from .types import Beat, Busy, Finished, Idle, SlotExit, SlotReport, SlotState
+from .types import Beat, Busy, Finished, Idle, Preloaded, SlotExit, SlotReport, SlotState
 
 FAST_DEATH_S = 5.0  # a slot that dies sooner than this after spawning, not running a job, died "fast"
 CRASH_LOOP_AFTER = 3  # fast deaths in a row that make a slot crash-looping
@@ -76,6 +76,7 @@ class SlotProc:
     boot_error: str | None = None  # it exited BOOT_ERROR: why, for status; not respawned
     fenced: bool = False  # stopped by the fence: whatever way it ends, its job was interrupted, not crashed
     unreplicated: bool = False  # its last Beat: retrying a write no replica acknowledged yet (status warns)
+    imports: dict[str, str] | None = None  # its function handlers' preload: name → "" or why not (Preloaded)
 
     @property
     def stopping(self) -> bool:
@@ -162,7 +163,7 @@ class SlotTable:
     def spawned(self, s: SlotProc, pid: int, read_fd: int, now: float) -> None:
         # OFFLINE/CRASH_LOOPING -> STARTING
         s.pid, s.read_fd, s.reader = pid, read_fd, ReportReader()
-        s.state, s.busy, s.boot_error, s.unreplicated = SlotState.STARTING, None, None, False
+        s.state, s.busy, s.boot_error, s.unreplicated, s.imports = SlotState.STARTING, None, None, False, None
         s.spawned_at = s.last_report = s.heard_from = now
 
     def new_list(self, s: SlotProc, name: Callable[[int], str]) -> None:
@@ -190,6 +191,8 @@ class SlotTable:
             s.fast_deaths = 0  # good work: whatever killed it before is behind it
         elif isinstance(rep, Beat) and s.state is SlotState.STARTING:
             s.state = SlotState.IDLE  # STARTING -> IDLE
+        elif isinstance(rep, Preloaded):
+            s.imports = dict(rep.imports)
 
     def stop(self, s: SlotProc, intent: Intent) -> None:
         """Ask ``s`` to exit after its current job, then do what ``intent`` says."""
@@ -238,7 +241,8 @@ class SlotTable:
             return ex
         s.intent = Intent.RUN  # a recycled slot that did not exit cleanly died: the death path below
         if code == SlotExit.BOOT_ERROR:
-            s.state, s.boot_error, s.respawn_at = SlotState.CRASH_LOOPING, BOOT_ERROR_TEXT, math.inf  # OFFLINE -> CRASH_LOOPING
+            why = next((f"handlers.{k}: {v}" for k, v in sorted((s.imports or {}).items()) if v), BOOT_ERROR_TEXT)
+            s.state, s.boot_error, s.respawn_at = SlotState.CRASH_LOOPING, why, math.inf  # OFFLINE -> CRASH_LOOPING
             ex.boot_error = ex.crash_looping = True
             return ex
         ex.restarted = True

@@ -29,7 +29,7 @@ from .control import Request
 from .keys import Keys
 from .procstat import ProcSampler
 from .status_probe import REFUSAL_MEMO_S, QueueProbe, QueueStats, redis_message
-from .status_protocol import HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
+from .status_protocol import HandlerRow, HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
 from .types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
 
 DEADLINE_MARGIN_S = 5.0  # past timeout + kill_grace + this, a running job is "past its deadline"
@@ -94,6 +94,25 @@ def clear_host(client: redis.Redis, keys: Keys, host_id: str, incarnation: str) 
             return True
         except redis.WatchError:
             return False
+
+
+def handler_rows(cfg: Config, slots: list) -> list[HandlerRow]:
+    """Every kind the config declares, with each slot's preload of the function handlers (the
+    ``imports`` its ``Preloaded`` report carried; ``slots`` as for StatusBuilder). With no slots
+    (no daemon answered) the imports are unknown."""
+    rows = [HandlerRow("parse_markdown", "builtin", "extract", cfg.extract.timeout, cfg.extract.per_user)]
+    present = [s for s in slots if s.pid or getattr(s, "boot_error", None)]
+    for name in sorted(cfg.handlers):
+        h = cfg.handlers[name]
+        if h.function is None:
+            rows.append(HandlerRow(name, "command", h.runs, h.timeout or 0.0, h.per_user))
+            continue
+        imports = {s.worker_id: (getattr(s, "imports", None) or {}).get(name) for s in present}
+        states = set(imports.values())
+        imported = (False if states - {"", None} else None if None in states or not imports else True)
+        rows.append(HandlerRow(name, "function", h.runs, h.timeout or 0.0, h.per_user, list(h.path), h.after_fork,
+                               imported, imports))
+    return rows
 
 
 class StatusBuilder:
@@ -286,7 +305,9 @@ class StatusBuilder:
     def handle(self, req: Request) -> StatusReply:
         if req.version != STATUS_PROTOCOL:
             return StatusReply(STATUS_PROTOCOL, False, error=f"protocol version {req.version} not supported")
+        if req.op == "handlers":
+            return StatusReply(STATUS_PROTOCOL, True, handlers=handler_rows(self.cfg, self.slots()))
         if req.op != "status":
-            return StatusReply(STATUS_PROTOCOL, False, error=f"unknown request {req.op!r} (read requests: status; "
-                               'control requests carry "control": 1)')
+            return StatusReply(STATUS_PROTOCOL, False, error=f"unknown request {req.op!r} (read requests: status, "
+                               'handlers; control requests carry "control": 1)')
         return StatusReply(STATUS_PROTOCOL, True, status=self.build())

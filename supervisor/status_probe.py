@@ -45,7 +45,7 @@ class QueueStats(msgspec.Struct):
     """The queue's figures, read in a few pipelines. ``depth`` is every unfinished job (the old
     pool's ``queue_depth``); the fields are the precise parts of it."""
 
-    ready_hi: int = 0
+    ready_hi: int = 0  # interactive: ready:hi's entries and the users' interactive backlogs (hibacklog)
     ready_lo: int = 0  # bulk: ready:lo's entries (its wake tokens not counted) and the users' backlogs
     processing: int = 0  # claimed by a slot (in a processing list), all hosts
     delayed: int = 0  # waiting out a retry backoff
@@ -267,7 +267,8 @@ class QueueProbe:
     history: list lengths, ZCARD, ZCOUNT of the failed index (``finished:state:failed`` over the
     retention window: lib.lua's ``on_terminal`` keeps it, the housekeeper's ``history.trim`` trims it),
     wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
-    with parked jobs and per user with queued bulk jobs (their backlogs: ``inready`` names them).
+    with parked jobs and per user with queued jobs of either class (their backlogs: ``inready`` and
+    ``inready:hi`` name them).
     """
 
     # Wake tokens are pushed at ready:lo's pop end and taken by the next claim: one is found this
@@ -326,8 +327,9 @@ class QueueProbe:
         p.smembers(k.waitusers)
         p.smembers(k.depwaits)
         p.hkeys(k.inready)
+        p.hkeys(k.inready_hi)
         p.zcount(self.hk.state("failed"), cutoff_ms, "+inf")
-        hi, lo, wakes, dead, delayed, procs, users, deps, fair_users, failed = p.execute()
+        hi, lo, wakes, dead, delayed, procs, users, deps, fair_users, hi_users, failed = p.execute()
         p = self.r.pipeline(transaction=False)
         for proc in procs:
             p.llen(proc)
@@ -335,13 +337,16 @@ class QueueProbe:
             p.llen(k.wait(u.decode("utf-8", "replace")))
         for u in fair_users:
             p.llen(k.backlog(u.decode("utf-8", "replace")))
-        counts = p.execute() if (procs or users or fair_users) else []
+        for u in hi_users:
+            p.llen(k.hibacklog(u.decode("utf-8", "replace")))
+        counts = p.execute() if (procs or users or fair_users or hi_users) else []
         n_procs, n_waits = len(procs), len(procs) + len(users)
+        n_lo = n_waits + len(fair_users)
         dep_ids = [d.decode("utf-8", "replace") for d in deps]
         by_dep = int(self._depwaits(keys=[k.depwaits, *(k.deps(d) for d in dep_ids)], args=dep_ids)) if dep_ids else 0
         return QueueStats(
-            ready_hi=hi,
-            ready_lo=max(0, lo - len(wakes or [])) + sum(counts[n_waits:]),
+            ready_hi=hi + sum(counts[n_lo:]),
+            ready_lo=max(0, lo - len(wakes or [])) + sum(counts[n_waits:n_lo]),
             processing=sum(counts[:n_procs]),
             delayed=delayed,
             deferred_user=sum(counts[n_procs:n_waits]),

@@ -84,7 +84,7 @@ class FrameBuffer:
 
 
 class StatusRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """A read request. Only one exists: ``op`` = "status"."""
+    """A read request: ``op`` = "status" (``status``) or "handlers" (``handlers``)."""
 
     version: int
     op: str
@@ -192,11 +192,30 @@ class StatusView(msgspec.Struct, kw_only=True):
         return cls(configured=configured, host_id=host_id, error=error)
 
 
+class HandlerRow(msgspec.Struct):
+    """One job kind in ``tender-pool handlers --json`` (the ``handlers`` read request): what it
+    runs, its limits and, for a function handler, each slot's import of it (``imports``: slot id →
+    "" imported, the reason it did not, or null when that slot has not reported yet) and
+    ``imported``: true once every slot did, false if one could not, null otherwise (and for the
+    kinds that import nothing)."""
+
+    kind: str
+    type: str  # "builtin" (parse_markdown) | "command" | "function"
+    runs: str  # the function's "module:qualname", the command's argv joined, or "extract"
+    timeout: float
+    per_user: int
+    path: list[str] = []
+    after_fork: str | None = None
+    imported: bool | None = None
+    imports: dict[str, str | None] = {}
+
+
 class StatusReply(msgspec.Struct):
     version: int
     ok: bool
     status: StatusView | None = None
     error: str | None = None
+    handlers: list[HandlerRow] | None = None  # the reply to a "handlers" read request
 
 
 class HostSlots(msgspec.Struct):

@@ -212,6 +212,10 @@ class BadInput(ValueError):
 
 
 JOB_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+# A run's jobs are ``<run id>/<n>`` (n from 1): ``/`` is in no plain job id (JOB_ID), so a run can
+# never take, overwrite or collide with a job it did not create (CONTRACT "Runs").
+MAX_RUN_ID = 180  # room for "/<n>" within the 200 characters of a job id
+RUN_JOB_ID = re.compile(r"[A-Za-z0-9._:-]{1,180}/[1-9][0-9]{0,18}")
 MAX_PAYLOAD_DEPTH = 64
 MAX_PAYLOAD_BYTES = 1 << 20
 
@@ -220,7 +224,25 @@ def check_job_id(job_id: str, what: str = "job id") -> None:
     """CONTRACT.md: 1–200 characters of letters, digits and ``._:-`` (so never the ``~wake`` token,
     never a key separator that could break out of the hash tag)."""
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+        if isinstance(job_id, str) and "/" in job_id:
+            raise BadInput(f"{what} {_shown(job_id)}: no '/' (ids with '/' are a run's jobs, <run id>/<n>); "
+                           "1-200 characters of letters, digits and ._:-")
         raise BadInput(f"{what} {_shown(job_id)}: 1-200 characters of letters, digits and ._:-")
+
+
+def run_job_id(run_id: str, n: int) -> str:
+    """The id of a run's ``n``-th job (1-based, item order)."""
+    return f"{run_id}/{n}"
+
+
+def check_job_ref(job_id: str, what: str = "job id") -> None:
+    """An id naming an existing job: a plain job id (``check_job_id``) or a run job's ``<run id>/<n>``
+    (``--after`` may name either)."""
+    if isinstance(job_id, str) and RUN_JOB_ID.fullmatch(job_id):
+        return
+    if isinstance(job_id, str) and "/" in job_id:
+        raise BadInput(f"{what} {_shown(job_id)}: a job id, or a run's job <run id>/<n>")
+    check_job_id(job_id, what)
 
 
 def check_name(value: str, what: str) -> None:
@@ -263,7 +285,7 @@ def check_submit(req: "SubmitRequest") -> None:
     check_name(req.user, "user")
     check_payload(req.payload)
     for dep in req.after:
-        check_job_id(dep, "--after id")
+        check_job_ref(dep, "--after id")
         if dep == req.id:
             raise BadInput(f"--after {dep}: a job cannot wait for itself")
 
@@ -326,6 +348,7 @@ class JobView(msgspec.Struct):
     worker: str | None
     error: JobError | None
     result: dict[str, Any] | None
+    skipped_from: str | None = None  # skipped: the id of the completed job whose result it carries
 
     @classmethod
     def of(cls, rec: JobRecord) -> "JobView":
@@ -346,6 +369,7 @@ class JobView(msgspec.Struct):
             worker=rec.worker,
             error=rec.error,
             result=rec.result,
+            skipped_from=rec.skipped_from,
         )
 
 
@@ -399,7 +423,14 @@ class Finished(msgspec.Struct, tag="finished"):
     progress_dropped: int = 0  # fd-3 lines dropped: coalesced away, past the byte cap, or undecodable
 
 
-SlotReport = Beat | Busy | Idle | Finished
+class Preloaded(msgspec.Struct, tag="preloaded"):
+    """Sent once by a slot before its first claim when it has function handlers: per handler name,
+    "" when its function imported, else why not (the slot then exits ``BOOT_ERROR``)."""
+
+    imports: dict[str, str] = {}
+
+
+SlotReport = Beat | Busy | Idle | Finished | Preloaded
 
 
 # --- observability: Redis values and status-socket frames ---------------------------------------

@@ -191,11 +191,13 @@ end
 -- Readers add `id` (the stream id). Plain jobs: run_id, state and counts are null. A job's state
 -- change also carries the job's row fields (ROW_FIELDS, as the hash has them after the change:
 -- times in ms), and its queue-wide stream id is kept in the job's `event_id` (the row's version).
+-- `skipped_from` (job events only): ctx.skipped_from, set by the caller that skips a job, else null.
 local function emit(ctx, etype, run_state, counts, job_state, extra)
   local ev = {type = etype, run_id = ctx.run_id ~= '' and ctx.run_id or cjson.null,
     state = run_state or cjson.null, counts = counts or cjson.null,
     job_id = job_state and ctx.id or cjson.null, key = (job_state and ctx.item ~= '') and ctx.item or cjson.null,
     job_state = job_state or cjson.null}
+  if job_state then ev.skipped_from = ctx.skipped_from or cjson.null end
   local row = job_state and etype ~= 'job_progress'
   if row then
     local v = redis.call('HMGET', ctx.job, unpack(ROW_FIELDS))

@@ -1,51 +1,80 @@
--- Create a run and all its jobs in one step: each job queued (interactive: ready:hi; bulk: through
--- the user's fair entry and backlog) or `skipped` when a completed job of the same kind and user
--- with the same input hash is still in retention (its result copied, `skipped_from` naming it; no
--- slot time). Idempotent on the run id. Writes run_started (and run_finished if every job skipped).
--- The caller (Python) first GETs each item's done:<kind>:<user>:<hash> key (one MGET) to learn the
--- source job ids, and passes job:<source> for each; the script re-reads done:… and skips only while
--- it still names that source (else the item is queued: never a key built here).
+-- Stage one chunk of a run's items; the chunk that brings the staged count to the total seals the
+-- run. A run is written in chunks so no one script holds Redis for long (client.py RUN_CHUNK_*),
+-- and it is sealed by its last one so a submission that timed out half way leaves nothing a retry
+-- could duplicate: staged jobs are hashes in state `queued` that no ready list holds (nothing of an
+-- unsealed run is claimable), and the run hash, runjobs:<run> and every staged job hash expire
+-- together at the run's `stage_until` (PEXPIREAT, the same instant for all: an unsealed run that
+-- nobody finishes disappears whole). The run is in no index (runs, userruns) before its seal.
+-- Idempotent: the run hash keeps the digest of the submission (user, kind, options, items) and
+-- `staged`, the count written so far; a chunk is written only at that cursor, so a retry after a
+-- lost reply is told where to go on ({'at', staged}) instead of writing anything twice.
+-- The seal sets the counts (every job `queued`: skip is decided as each job is queued), adds the
+-- run to `runs`, `userruns:<user>` and `runqueue`, writes run_started, and ends the expiry of the
+-- run hash and its job list; run_queue.lua then queues the jobs, chunk by chunk (each job's own
+-- expiry ends as it is queued).
+-- Job ids are `<run>/<n>` (types.run_job_id): no plain job has a '/', so the only jobs a chunk can
+-- find in its way are leftovers; a chunk refuses ({'collision', id}) before writing anything, and
+-- the caller removes what earlier chunks staged (run_abort.lua).
 -- KEYS[1] run:<run>  KEYS[2] runjobs:<run>  KEYS[3] runs  KEYS[4] userruns:<user>
--- KEYS[5] events:run:<run>  KEYS[6] runwait:<run>  KEYS[7] events  KEYS[8] active  KEYS[9] inready
--- KEYS[10] backlog:<user>  KEYS[11] ready:hi  KEYS[12] ready:lo
--- KEYS[13..] per item, 3 keys: job:<job id>, done:<kind>:<user>:<input hash> (done:- without a hash
---            or with overwrite), job:<source id> (job:- when the MGET found none)
--- KEYS[#KEYS - 1] inready:hi  KEYS[#KEYS] hibacklog:<user> (the interactive class's fair keys)
+-- KEYS[5] events:run:<run>  KEYS[6] events  KEYS[7] runqueue
+-- KEYS[8..] per item of the chunk: job:<run>/<n>
 -- ARGV: 1 run id, 2 user, 3 kind, 4 priority interactive|bulk, 5 max_parallel (0 = none),
---       6 overwrite '1'|'0', 7 retention s,
---       8.. per item, 5 values: job id, item key, payload JSON, input hash ('' none), source id ('' none)
--- Returns {1, state, total, queued, skipped} when created, {0, state, total} when the run id exists.
+--       6 overwrite '1'|'0', 7 retention s, 8 digest, 9 total items, 10 index of the chunk's first item
+--       (0-based), 11 staging lifetime ms (from the first chunk),
+--       12.. per item, 4 values: job id, item key, payload JSON, input hash ('' none)
+-- Returns {'staged', staged} | {'sealed', run state, total} (sealed now or before: nothing more to
+--   stage) | {'at', staged} (the cursor is elsewhere: nothing written) | {'expired'} (no run hash and
+--   a chunk other than the first) | {'different'} (the run id exists with another digest) |
+--   {'collision', job id} | {'legacy', run state} (a run made before digests: returned as it is)
 local run_id, user, kind, prio = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local retention = tonumber(ARGV[7])
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local v = redis.call('HMGET', KEYS[1], 'state', 'total')
-  return {0, v[1] or '', tonumber(v[2] or '0')}
-end
-local n = (#KEYS - 14) / 3
+local retention, digest, total, start = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
+local m = #KEYS - 7
+local h = redis.call('HMGET', KEYS[1], 'created_at', 'digest', 'staging', 'staged', 'state', 'total', 'stage_until')
 local now = now_ms()
-local ctx = {user = user, run_id = run_id, item = '', events = KEYS[7], active = KEYS[8], inready = KEYS[9],
-  backlog = KEYS[10], run = KEYS[1], runev = KEYS[5], runwait = KEYS[6], runjobs = KEYS[2],
-  ready_lo = KEYS[12], retention = retention}
-with_hi(ctx, {KEYS[11], KEYS[#KEYS - 1], KEYS[#KEYS]})
-
--- First pass: which items are skipped (so every event below carries counts that add up to total).
-local results, nskip = {}, 0
-for i = 0, n - 1 do
-  local a = 8 + 5 * i
-  local src = ARGV[a + 4]
-  if src ~= '' and ARGV[6] ~= '1' and redis.call('GET', KEYS[14 + 3 * i]) == src then
-    local sv = redis.call('HMGET', KEYS[15 + 3 * i], 'state', 'result')
-    if sv[1] == 'completed' then results[i] = sv[2] or ''; nskip = nskip + 1 end
-  end
+local created, until_ms = tonumber(h[1]), tonumber(h[7])
+if created then
+  if not h[2] then return {'legacy', h[5] or ''} end
+  if h[2] ~= digest then return {'different'} end
+  if h[3] ~= '1' then return {'sealed', h[5] or '', tonumber(h[6] or '0')} end
+  if tonumber(h[4]) ~= start then return {'at', tonumber(h[4])} end
+elseif start ~= 0 then
+  return {'expired'}
 end
-local counts = {total = n, queued = n - nskip, waiting = 0, running = 0, completed = 0, failed = 0,
-  cancelled = 0, skipped = nskip}
-local final = (n - nskip == 0) and 'completed' or nil
-redis.call('HSET', KEYS[1], 'id', run_id, 'user', user, 'kind', kind, 'state', 'pending', 'priority', prio,
-  'max_parallel', ARGV[5], 'overwrite', ARGV[6], 'created_at', now, 'total', n, 'queued', n - nskip,
-  'waiting', 0, 'running', 0, 'completed', 0, 'failed', 0, 'cancelled', 0, 'skipped', nskip)
--- Newest first, exactly: runs made in the same millisecond keep their order (a thousandth of a ms
--- after the newest; the score's whole part stays the created ms the retention trims by).
+for i = 1, m do
+  if redis.call('EXISTS', KEYS[7 + i]) == 1 then return {'collision', ARGV[12 + 4 * (i - 1)]} end
+end
+if not created then
+  created, until_ms = now, now + tonumber(ARGV[11])
+  redis.call('HSET', KEYS[1], 'id', run_id, 'user', user, 'kind', kind, 'state', 'pending', 'priority', prio,
+    'max_parallel', ARGV[5], 'overwrite', ARGV[6], 'created_at', created, 'digest', digest, 'staging', '1',
+    'staged', 0, 'stage_until', until_ms)
+  redis.call('PEXPIREAT', KEYS[1], until_ms)
+end
+
+local ids = {}
+for i = 1, m do
+  local a = 12 + 4 * (i - 1)
+  local jk = KEYS[7 + i]
+  ids[i] = ARGV[a]
+  redis.call('HSET', jk, 'id', ARGV[a], 'kind', kind, 'user', user, 'payload', ARGV[a + 2], 'priority', prio,
+    'after', '[]', 'state', 'queued', 'attempts', 0, 'tries', 0, 'interruptions', 0, 'crashes', 0, 'waits', 0,
+    'created_at', created, 'run', run_id, 'key', ARGV[a + 1], 'input_hash', ARGV[a + 3])
+  redis.call('PEXPIREAT', jk, until_ms)
+end
+for i = 1, m, 1000 do redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, m))) end
+redis.call('PEXPIREAT', KEYS[2], until_ms)
+local staged = start + m
+redis.call('HSET', KEYS[1], 'staged', staged)
+if staged < total then return {'staged', staged} end
+
+-- The seal: the run exists from here on.
+redis.call('HDEL', KEYS[1], 'staging', 'stage_until')
+redis.call('HSET', KEYS[1], 'total', total, 'queued', total, 'waiting', 0, 'running', 0, 'completed', 0,
+  'failed', 0, 'cancelled', 0, 'skipped', 0, 'queued_to', 0)
+redis.call('PERSIST', KEYS[1])
+redis.call('PERSIST', KEYS[2])
+-- Newest first, exactly: runs sealed in the same millisecond keep their order (a thousandth of a ms
+-- after the newest; the score's whole part stays the ms the retention trims by).
 local order = now
 local newest = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
 if newest and tonumber(newest) >= order then order = tonumber(newest) + 0.001 end
@@ -53,40 +82,9 @@ redis.call('ZADD', KEYS[3], order, run_id)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - retention * 1000)
 redis.call('ZADD', KEYS[4], order, run_id)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - retention * 1000)
-emit(ctx, 'run_started', 'pending', counts, nil)
+redis.call('ZADD', KEYS[7], now, run_id)
+local ctx = {user = user, run_id = run_id, item = '', events = KEYS[6], runev = KEYS[5]}
+emit(ctx, 'run_started', 'pending', {total = total, queued = total, waiting = 0, running = 0, completed = 0,
+  failed = 0, cancelled = 0, skipped = 0}, nil)
 redis.call('EXPIRE', KEYS[5], retention)
-
-local ids, backlog, fair_done = {}, {}, false
-for i = 0, n - 1 do
-  local jk = KEYS[13 + 3 * i]
-  local a = 8 + 5 * i
-  local id, key, payload, hash, src = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  ids[#ids + 1] = id
-  ctx.job, ctx.id, ctx.item = jk, id, key
-  local common = {'id', id, 'kind', kind, 'user', user, 'payload', payload, 'priority', prio, 'after', '[]',
-    'attempts', 0, 'tries', 0, 'interruptions', 0, 'crashes', 0, 'waits', 0, 'created_at', now,
-    'run', run_id, 'key', key, 'input_hash', hash}
-  if results[i] then
-    redis.call('HSET', jk, 'state', 'skipped', 'result', results[i], 'skipped_from', src, 'finished_at', now,
-      unpack(common))
-    redis.call('EXPIRE', jk, retention)
-    emit(ctx, 'job_skipped', 'pending', counts, 'skipped')
-  else
-    redis.call('HSET', jk, 'state', 'queued', unpack(common))
-    emit(ctx, 'job_queued', 'pending', counts, 'queued')
-    if not fair_done then
-      queue_job(ctx, id, prio == 'interactive')  -- the user's fair entry of the class, else its backlog
-      fair_done = true
-    else
-      backlog[#backlog + 1] = id  -- the user's turn is taken (by now, surely): straight to its backlog
-    end
-  end
-end
-for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, #ids))) end
-local _, _, backlog_key = fair_keys(ctx, prio == 'interactive')
-for i = 1, #backlog, 1000 do redis.call('RPUSH', backlog_key, unpack(backlog, i, math.min(i + 999, #backlog))) end
-if prio == 'interactive' and n > nskip and redis.call('LINDEX', KEYS[12], -1) ~= '~wake' then
-  redis.call('RPUSH', KEYS[12], '~wake')
-end
-if final then finish_run(ctx, final, counts, now) end
-return {1, final or 'pending', n, n - nskip, nskip}
+return {'sealed', 'pending', total}

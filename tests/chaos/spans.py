@@ -37,6 +37,7 @@ class Overlap(NamedTuple):
 def read_trail(path: Path, every: float = 0.05, killed_at: float | None = None) -> Attempt | None:
     """One ``<id>@<token>.ticks`` file; None when the attempt never ticked (killed at birth)."""
     job, _, token = path.name[: -len(".ticks")].partition("@")
+    job = job.replace("+", "/")  # tickjob.py: a run job <run>/<n> is written <run>+<n>
     header: dict = {}
     ticks: list[float] = []
     end: float | None = None
@@ -67,6 +68,7 @@ def read_trails(record: Path, every: float = 0.05, killed: dict[tuple[str, str],
     out = []
     for f in sorted(record.glob("*.ticks")):
         job, _, token = f.name[: -len(".ticks")].partition("@")
+        job = job.replace("+", "/")
         a = read_trail(f, every, killed.get((job, token)))
         if a is not None:
             out.append(a)

@@ -50,7 +50,7 @@ def test_event_json_carries_exactly_the_fields_of_its_type(client, make_run):
     play(slot, run)
     evs = [msgspec.to_builtins(e) for e in client.events(run.id, since="0")]
     base = {"id", "type", "run_id", "state", "counts"}
-    job = base | {"job_id", "key", "job_state"}
+    job = base | {"job_id", "key", "job_state", "skipped_from"}  # CONTRACT: null but on job_skipped
     by_type: dict = {}
     for e in evs:
         by_type.setdefault(e["type"], e)  # the first of each type

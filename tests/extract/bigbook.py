@@ -125,3 +125,108 @@ def ensure_soffice() -> None:
                            timeout=900)
     if soffice() is None:
         raise RuntimeError(f"soffice not found: install Debian's {APT_PACKAGE}")
+
+
+# ---------------------------------------------------------------- the same bill with formulas, no cached values
+
+FORMULA_VERSION = 1
+SUMMARY = "汇总"
+
+
+def make_formula_xlsx(path: Path, sheets: list[tuple[str, int]] = SHEETS) -> Path:
+    """The bill as a generator writes it (issue 17, item 12): openpyxl stores formulas without results. What a
+    bill of quantities computes: 合价 = ROUND(工程量*综合单价, 2) on every row, a flag by IF on every row, string
+    concatenation in the subtotal labels, SUM over ranges for subtotals and over a list of cells for totals,
+    unit prices taken from another sheet (cross-sheet references) on one sheet, and a summary sheet of
+    cross-sheet totals, tax and a grand total with a text label."""
+    import openpyxl
+    from openpyxl.styles import Alignment
+
+    rng = random.Random(17)
+    wb = openpyxl.Workbook()
+    wb.remove(wb.active)
+    wrap = Alignment(wrap_text=True, vertical="top")
+    totals: list[tuple[str, int]] = []
+    first = sheets[0][0]
+    assert sheets[0][1] >= max(n for _, n in sheets), "the first sheet prices the others: it needs the most rows"
+    for si, (title, rows) in enumerate(sheets):
+        ws = wb.create_sheet(title)
+        if title.startswith("(隐藏)"):
+            ws.sheet_state = "hidden"
+        ws.append([f"{title}(工程名称:某市政道路改造工程)"])
+        ws.merge_cells(start_row=1, start_column=1, end_row=1, end_column=9)
+        ws.append(["序号", "项目编码", "项目名称", "项目特征描述", "计量单位", "工程量", "综合单价", "合价", "备注"])
+        block_start = ws.max_row + 1
+        subtotals: list[int] = []
+        for r in range(rows):
+            n = ws.max_row + 1
+            qty = round(rng.uniform(1, 5000), 3)
+            # the materials sheet prices its rows from the first sheet's unit prices, plus 5 %
+            price = f"=ROUND('{first}'!G{n}*1.05,2)" if title == "材料设备表" else round(rng.uniform(10, 900), 2)
+            ws.append([r + 1, f"0{si + 1}0{rng.randint(1000000, 9999999)}", _text(rng, 2),
+                       _text(rng, rng.randint(3, 9)), rng.choice(["m", "m2", "m3", "t", "个", "套"]), qty, price,
+                       f"=ROUND(F{n}*G{n},2)", f'=IF(H{n}>=1000000,"复核:"&E{n},"")'])
+            ws.cell(n, 4).alignment = wrap
+            ws.cell(n, 6).number_format = "0.000"
+            ws.cell(n, 7).number_format = "#,##0.00"
+            ws.cell(n, 8).number_format = "#,##0.00"
+            if r % 200 == 199 or r == rows - 1:
+                k = len(subtotals) + 1
+                ws.append([f'="小计"&{k}&"(第"&{block_start - 2}&"-"&{n - 2}&"项)"'])
+                s = ws.max_row
+                ws.cell(s, 8).value = f"=SUM(H{block_start}:H{n})"
+                ws.cell(s, 8).number_format = "#,##0.00"
+                ws.merge_cells(start_row=s, start_column=1, end_row=s, end_column=7)
+                subtotals.append(s)
+                block_start = s + 1
+        ws.append(["合计"])
+        t = ws.max_row
+        ws.cell(t, 8).value = "=" + "+".join(f"H{s}" for s in subtotals[:8]) + \
+            (f"+SUM({','.join(f'H{s}' for s in subtotals[8:])})" if len(subtotals) > 8 else "")
+        ws.cell(t, 8).number_format = "#,##0.00"
+        ws.cell(t, 9).value = f"=COUNT(F3:F{t - 1})"
+        totals.append((title, t))
+        for col, width in zip("ABCDEFGHI", (6, 14, 16, 36, 8, 11, 11, 13, 10)):
+            ws.column_dimensions[col].width = width
+        ws.page_setup.paperSize = 9
+        ws.page_setup.orientation = "landscape" if si % 2 else "portrait"
+        ws.print_title_rows = "2:2"
+        ws.oddFooter.center.text = "第 &P 页 共 &N 页"
+    ws = wb.create_sheet(SUMMARY, 0)
+    ws.append(["分项", "金额", "占比"])
+    for title, t in totals:
+        n = ws.max_row + 1
+        ws.append([title, f"='{title}'!H{t}", f"=ROUND(B{n}/B${len(totals) + 2}*100,1)"])
+        ws.cell(n, 2).number_format = "#,##0.00"
+    last = ws.max_row
+    ws.append(["小计", f"=SUM(B2:B{last})", f"=SUM(C2:C{last})"])
+    ws.append(["税金(9%)", f"=ROUND(B{last + 1}*0.09,2)"])
+    ws.append(["总价", f"=B{last + 1}+B{last + 2}", f'=IF(B{last + 3}>AVERAGE(B2:B{last})*3,"偏高","正常")'])
+    ws.append([f'="含税总价:"&ROUND(B{last + 3}/10000,2)&"万元"'])
+    for r in range(2, last + 4):
+        ws.cell(r, 2).number_format = "#,##0.00"
+    tmp = path.with_suffix(".tmp.xlsx")
+    wb.save(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def formula_paths(scale: int = 1) -> tuple[Path, Path]:
+    """(bill-formulas.xlsx, bill-formulas-lo.xlsx): the openpyxl-written bill with formulas and no cached
+    values, and LibreOffice's resave of it, which computed and stored every formula's value (the reference).
+    ``scale`` divides every sheet's rows (the tests use a small bill: LibreOffice takes minutes on the full one
+    on a loaded machine; bench/bench_extract.py --formulas uses the full 12,000 rows)."""
+    d = Path(tempfile.gettempdir()) / f"tender-pool-formula-bill-v{FORMULA_VERSION}" / f"1-{scale}"
+    d.mkdir(parents=True, exist_ok=True)
+    raw, ref = d / "bill-formulas.xlsx", d / "bill-formulas-lo.xlsx"
+    if raw.is_file() and ref.is_file():
+        return raw, ref
+    make_formula_xlsx(raw, [(title, rows // scale) for title, rows in SHEETS])
+    work = Path(tempfile.mkdtemp(prefix="conv-", dir=d))
+    src = work / "src"
+    src.mkdir()
+    shutil.copyfile(raw, src / "bill-formulas.xlsx")
+    got = convert(src / "bill-formulas.xlsx", "xlsx:Calc MS Excel 2007 XML", work)
+    os.replace(got, ref)
+    shutil.rmtree(work, ignore_errors=True)
+    return raw, ref

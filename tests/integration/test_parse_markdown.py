@@ -85,3 +85,17 @@ def test_daemon_start_rebuilds_a_stale_jvm_archive(h, jvm_build):
     wait_until(lambda: "jvm_archive_checked" in d.logs(), 120, what="the archive check at start")
     assert d.log_events("jvm_archive_checked", usable=True)
     assert subprocess.run(smoke, capture_output=True).returncode == 0
+
+
+def test_job_ids_dot_and_dotdot_keep_their_results_inside_results_dir(h, docs):
+    """``.`` and ``..`` are valid job ids (letters, digits and ._:-); as directories they would be
+    results_dir itself and its parent."""
+    results = h.tmp / "results"
+    h.daemon(workers=1, input_roots=[str(docs)], extra='results_dir = "%s"' % results)
+    for jid in (".", ".."):
+        h.submit(kind="parse_markdown", user="u", payload={"file": str(docs / "tender-01-notice.docx")}, id=jid)
+        res = h.wait_state(jid, timeout=60).result
+        md = Path(res["markdown_path"]).resolve()
+        assert md.is_relative_to(results.resolve()) and md.parent.parent == results.resolve(), md
+        assert md.parent.name == "~" + jid
+    assert not list(h.tmp.glob("attempt-*")) and not list(results.glob("attempt-*"))

@@ -22,9 +22,16 @@ p = job["payload"]
 rec = p.get("record")
 
 
+def record_path(name):
+    """<record>/<name>; a run job's id <run>/<n> makes it <record>/<run>/<n>…: the run's directory."""
+    path = os.path.join(rec, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path
+
+
 def mark(what):
     if rec:
-        with open(os.path.join(rec, f"{job['id']}.{job['attempt']}.{what}"), "w") as f:
+        with open(record_path(f"{job['id']}.{job['attempt']}.{what}"), "w") as f:
             f.write(json.dumps({"t": time.time(), "user": job["user"], "pid": os.getpid(),
                                 "attempt_env": os.environ.get("TENDER_POOL_ATTEMPT")}))
 
@@ -42,7 +49,7 @@ if p.get("escape"):
         os._exit(0)
     os.waitpid(pid, 0)
     if rec:
-        with open(os.path.join(rec, f"{job['id']}.escaped"), "w") as f:
+        with open(record_path(f"{job['id']}.escaped"), "w") as f:
             f.write(str(a.pid))
 if p.get("close_pipes"):
     os.close(1)
@@ -61,7 +68,7 @@ if p.get("progress") or p.get("progress_flood"):
         for _ in range(int(p["progress_flood"]) // len(piece)):
             pf.write(piece)
         if rec:
-            with open(os.path.join(rec, f"{job['id']}.flood"), "w") as f:
+            with open(record_path(f"{job['id']}.flood"), "w") as f:
                 f.write(str(time.time() - t0))
     pf.flush()
 if p.get("sleep") and not (p.get("sleep_once") and job["attempt"] > 1):

@@ -153,3 +153,16 @@ def test_a_full_redis_is_a_problem_with_its_own_message_never_unreachable(h):
     # When memory is raised, healthy again
     h.r.config_set("maxmemory", 0)
     wait_until(lambda: status(h)[0] == 0, 30, what="healthy after maxmemory was raised")
+
+
+def test_queued_counts_every_class_and_user_backlog(redis_server):
+    """Interactive jobs wait in per-user backlogs (``hibacklog:<user>``) behind their user's one fair
+    entry, as bulk ones do: the queue figures count them all."""
+    client = Client(redis_server.url, prefix="q" + uuid.uuid4().hex[:6], socket_timeout=3)
+    for i in range(5):
+        client.submit("alice", "parse_markdown", {"n": i}, priority="interactive")
+    client.submit("bob", "parse_markdown", {"n": 9}, priority="interactive")
+    for i in range(3):
+        client.submit("carol", "parse_markdown", {"n": i})
+    stats = QueueProbe(client.r, client.k, 3600).read()
+    assert stats.ready_hi == 6 and stats.ready_lo == 3 and stats.depth == 9

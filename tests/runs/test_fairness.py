@@ -15,8 +15,8 @@ from runhelp import client_of, handlers
 def starts(h) -> dict[str, tuple[float, float | None, str]]:
     """job id → (start, end or None, user) of attempt 1, from behave.py's record files."""
     out = {}
-    for f in h.records.glob("*.1.start"):
-        jid = f.name[: -len(".1.start")]
+    for f in h.records.rglob("*.1.start"):  # a run job <run>/<n> records in <record>/<run>/
+        jid = str(f.relative_to(h.records))[: -len(".1.start")]
         e = h.records / f"{jid}.1.end"
         try:  # a file being written right now reads empty: taken on the next look
             s = json.loads(f.read_text())

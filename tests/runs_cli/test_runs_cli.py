@@ -56,7 +56,7 @@ def test_submit_json_is_the_whole_run_and_show_list_agree(h):
     assert set(run) == RUN_FIELDS and set(run["counts"]) == COUNT_FIELDS
     assert run["state"] == "pending" and run["counts"]["total"] == 2 and run["counts"]["queued"] == 2
     assert [(j["key"], j["state"], j["error"]) for j in run["jobs"]] == [("1.1", "queued", None), ("1.2", "queued", None)]
-    assert set(run["jobs"][0]) == {"id", "key", "state", "error"}
+    assert set(run["jobs"][0]) == {"id", "key", "state", "error", "skipped_from"}  # CONTRACT "Runs"
     shown = h.cli("runs", "show", run["id"], "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout) == run
     text = h.cli("runs", "show", run["id"]).stdout

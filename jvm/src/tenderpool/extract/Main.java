@@ -161,7 +161,7 @@ public final class Main {
         try {
             lines = extract(mode, new File(path));
         } catch (Throwable t) {
-            String kind = kind(t);
+            String kind = kind(t, new File(path).length());
             if (!(t instanceof ExtractFailure)) {
                 System.err.println("tender-extract: " + path + ": " + kind);
                 t.printStackTrace(System.err);
@@ -227,13 +227,20 @@ public final class Main {
         }
     }
 
-    static String kind(Throwable t) {
+    /**
+     * The contract kind of a failure on a document of {@code length} bytes. Out of heap on a document under 1/16
+     * of the heap is "corrupt" (a damaged length field sized the allocation; more heap cannot help), the same
+     * rule as extract/jvm.py's heap_error, which applies it when -XX:+ExitOnOutOfMemoryError ended the JVM first.
+     */
+    static String kind(Throwable t, long length) {
         for (Throwable c = t; c != null; c = c.getCause()) {
             if (c instanceof ExtractFailure) return ((ExtractFailure) c).kind;
             if (c instanceof EncryptedDocumentException) return "encrypted";
             if (c instanceof OldFileFormatException) return "old-format";
             if (c instanceof EmptyFileException) return "empty";
-            if (c instanceof OutOfMemoryError) return "too-large";
+            if (c instanceof OutOfMemoryError) {
+                return length > 0 && length * 16 < Runtime.getRuntime().maxMemory() ? "corrupt" : "too-large";
+            }
             if (c instanceof FileNotFoundException) return "unsupported";
             if (c.getCause() == c) break;
         }

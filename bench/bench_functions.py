@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Function handlers against command handlers, in one daemon (4 slots, private redis-server):
+
+- no-op jobs/s, first start → last finish: a function handler (a fork of the slot per job) beside
+  the command handler every other bench uses (``sh -c 'echo {}'``, posix_spawn'ed);
+- a job whose module is heavy to import (``fnmods/heavy.py``, ~0.4-0.5 s of CPU): as a function
+  handler (imported once per slot) and as a command handler (a new interpreter importing it per
+  job): jobs/s and CPU per job (supervisor + slots + their reaped job processes, and Redis apart);
+- the slots' PSS with the heavy module imported, beside the PSS right after boot.
+
+Figures, not assertions; short by default (``--jobs``). The peer comparison is ``bench/compare``.
+
+    .venv/bin/python bench/bench_functions.py [--jobs 1000] [--heavy-jobs 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "peers"))
+BIN = Path(sys.executable).with_name("tender-pool")
+
+from measure import idle_pss, pss_mib, start_redis, tree  # noqa: E402
+from tender_pool.slots.queue import Queue, connect  # noqa: E402
+from tender_pool.supervisor.keys import Keys  # noqa: E402
+from tender_pool.supervisor.types import SubmitRequest  # noqa: E402
+
+MODS = REPO / "bench" / "fnmods"
+
+
+def config(tmp: Path, sock: str) -> Path:
+    path = tmp / "bench.toml"
+    path.write_text(f"""
+[redis]
+url = "unix://{sock}"
+prefix = "fb"
+[pool]
+worker_count = 4
+host_id = "bench-fn"
+state_dir = "{tmp}/state"
+heartbeat = 10
+[status]
+socket = "{tmp}/status.sock"
+[metrics]
+listen = ""
+[extract]
+check_archive = false
+[handlers.fn_noop]
+function = "noopfn:noop"
+path = ["{MODS}"]
+timeout = 30
+per_user = 0
+[handlers.cmd_noop]
+command = ["/bin/sh", "-c", "echo {{}}"]
+timeout = 30
+per_user = 0
+[handlers.fn_heavy]
+function = "heavy:work"
+path = ["{MODS}"]
+timeout = 60
+per_user = 0
+[handlers.cmd_heavy]
+command = ["{sys.executable}", "{MODS / 'heavy.py'}"]
+timeout = 60
+per_user = 0
+""")
+    return path
+
+
+def cpu_of(root: int) -> dict:
+    """CPU seconds of the daemon's live tree: the supervisor, the slots themselves, and the job
+    processes the slots have reaped (a fork + its child, or a spawned command)."""
+    out = {"supervisor": 0.0, "slots": 0.0, "jobs": 0.0}
+    for p in tree([root]):
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        if p.pid == root:
+            out["supervisor"] += t.user + t.system
+        else:
+            out["slots"] += t.user + t.system
+            out["jobs"] += t.children_user + t.children_system
+    return out
+
+
+def redis_cpu(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def batch(q: Queue, kind: str, n: int, daemon: int, redis_pid: int) -> dict:
+    q.r.delete(q.k.finished)
+    c0, r0 = cpu_of(daemon), redis_cpu(redis_pid)
+    ids = [q.enqueue(SubmitRequest(kind=kind, user=f"u{i % 50}", payload={}))[1] for i in range(n)]
+    while q.r.zcard(q.k.finished) < n:
+        time.sleep(0.05)
+    c1, r1 = cpu_of(daemon), redis_cpu(redis_pid)
+    pipe = q.r.pipeline()
+    for j in ids:
+        pipe.hmget(q.k.job(j), "started_at", "finished_at", "state")
+    rows = pipe.execute()
+    span = (max(int(r[1]) for r in rows) - min(int(r[0]) for r in rows)) / 1000
+    bad = sum(1 for r in rows if r[2] != b"completed")
+    part = {k: (c1[k] - c0[k]) / n * 1000 for k in c0}
+    return {"n": n, "rate": n / span, "span": span, "bad": bad, "cpu_ms": sum(part.values()), "part": part,
+            "redis_ms": (r1 - r0) / n * 1000}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--heavy-jobs", type=int, default=40)
+    ap.add_argument("--log", help="write the daemon's log here (job_ran lines carry each attempt's seconds)")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tp-fnbench-"))
+    rp, sock = start_redis(tmp)
+    d = None
+    try:
+        log = open(args.log, "w") if args.log else subprocess.DEVNULL
+        d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock))], stderr=log, start_new_session=True)
+        q = Queue(connect(f"unix://{sock}"), Keys("fb", "tender_parse"))
+        while len(psutil.Process(d.pid).children()) < 4:
+            time.sleep(0.05)
+        time.sleep(3.0)  # the slots import heavy.py (once each) before their first claim
+        boot = pss_mib(tree([d.pid]))
+        results = {}
+        for kind, n in (("fn_noop", 100), ("cmd_noop", 100)):  # warm-up
+            batch(q, kind, n, d.pid, rp.pid)
+        for rep in range(2):  # interleaved, twice
+            for kind in ("fn_noop", "cmd_noop"):
+                results.setdefault(kind, []).append(batch(q, kind, args.jobs, d.pid, rp.pid))
+        for kind, n in (("fn_heavy", args.heavy_jobs * 5), ("cmd_heavy", args.heavy_jobs)):
+            results[kind] = [batch(q, kind, n, d.pid, rp.pid)]
+        idle, _, parts = idle_pss([d.pid], 2.0)
+        load = os.getloadavg()
+    finally:
+        if d is not None:
+            d.send_signal(signal.SIGTERM)
+            d.wait(30)
+        rp.terminate()
+        rp.wait(10)
+    print(f"function vs command handlers, 4 slots, load {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
+    print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>7} {'CPU ms/job':>11} {'= slot':>7} {'+ job':>7} {'+ sup':>6}"
+          f" {'Redis':>6}")
+    for kind, rs in results.items():
+        for r in rs:
+            p = r["part"]
+            print(f"{kind:<10} {r['n']:>5} {r['rate']:>7.0f} {r['cpu_ms']:>11.2f} {p['slots']:>7.2f} {p['jobs']:>7.2f}"
+                  f" {p['supervisor']:>6.2f} {r['redis_ms']:>6.2f}" + (f"  ({r['bad']} not completed)" if r["bad"] else ""))
+    fh, ch = results["fn_heavy"][0], results["cmd_heavy"][0]
+    print(f"heavy import: command / function CPU per job = {ch['cpu_ms'] / fh['cpu_ms']:.1f} x")
+    print(f"PSS supervisor + 4 slots: right after boot (heavy.py imported in each slot) {boot:.1f} MiB; "
+          f"idle after the jobs {idle:.1f} MiB ({parts})")
+
+
+if __name__ == "__main__":
+    main()

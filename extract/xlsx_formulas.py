@@ -1,0 +1,154 @@
+"""Formula cells without cached values in the streaming .xlsx path: the cell values the evaluator reads, and the
+cells of what it computed.
+
+Why here and not in openpyxl's path: generators (openpyxl itself, most web exports) store formulas without their
+results, and a 12,000-row bill of quantities took ~10x longer through openpyxl's full load (issue 17). The stream
+already has every cell's raw value; ``SheetValues`` indexes one sheet's on first use (a sheet no formula reads is
+never indexed), ``formula.Evaluator`` computes each pending cell, and ``computed_cells`` turns the results into
+the SheetCells a cached value would have given: numbers go through the same number-format path as cached numbers
+(``xlsx_stream._cells_of``), text, booleans and errors as the cached ``str``/``b``/``e`` cells do.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from .blocks import SheetCell
+from .formula import Evaluator, Formula, Unsupported, XlError
+
+__all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
+
+
+class Pending:
+    """A formula cell without a cached value: column letters, row digits, style index, formula text (no ``=``)."""
+
+    __slots__ = ("col", "row", "sid", "text")
+
+    def __init__(self, col: str, row: str, sid: int, text: str):
+        self.col, self.row, self.sid, self.text = col, row, sid, text
+
+
+class SheetValues:
+    """One sheet's cell values for the evaluator. ``raw`` builds {reference: (type, value text, formula text)} on
+    first use (bytes keys and fields from the regex path, str from the element path); ``get`` converts one."""
+
+    def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
+                 decode: Callable[[bytes], str] | None = None):
+        self._build = build
+        self._cells = None
+        self._strings = strings
+        self._binary = binary
+        self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
+        self._formulas = {p.col + p.row: p.text for p in pending}  # already decoded
+
+    def get(self, col: str, row: str):
+        key = col + row
+        text = self._formulas.get(key)
+        if text is not None:
+            return Formula(text, row)
+        if self._cells is None:
+            self._cells = self._build()
+            self._build = None
+        entry = self._cells.get(key.encode() if self._binary else key)
+        if entry is None:
+            return None
+        t, v, f = entry
+        if f is None and (t == b"" or t == b"n") and v:  # the common case: a number
+            return float(v)
+        if self._binary:
+            t = t.decode()
+            if v is not None:
+                v = self._decode(v)
+            if f is not None:  # the whole <f …>…</f> element the regex captured
+                if f.endswith(b"/>"):
+                    if not v and t != "str":
+                        raise Unsupported("a formula without text or value")  # a shared formula's member
+                    f = None
+                else:
+                    f = self._decode(f[f.index(b">") + 1: f.rindex(b"</")])
+        if f is not None and not v and t != "str":
+            return Formula(f, row)
+        if t in ("", "n"):
+            return float(v) if v else None
+        if t == "s":
+            return self._strings[int(v)]
+        if t in ("str", "inlineStr"):
+            return v or ""
+        if t == "b":
+            return v in ("1", "true")
+        if t == "e":
+            return XlError(v)
+        return v  # "d" (ISO dates) and unknown types: their text
+
+
+def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styles, epoch, cells_of) -> tuple[
+        dict[str, list[SheetCell]], int, int]:
+    """Computes every pending cell: ({sheet title: its new cells}, computed, shown as formula text). Pending cells
+    are evaluated sheet by sheet in row order, so a running total reads the row above it already computed.
+    ``cells_of`` is the stream's number formatter (``xlsx_stream._cells_of``), so a computed number is shown as
+    the same number cached would be."""
+    by_title = {title: values for title, values, _ in sheets}
+    folded = {title.casefold(): values for title, values, _ in sheets}
+
+    def cell(sheet: str, col: str, row: str):
+        values = by_title.get(sheet) or folded.get(sheet.casefold())
+        if values is None:
+            raise Unsupported(f"no sheet {sheet}")
+        return values.get(col, row)
+
+    ev = Evaluator(cell, {title: values.get for title, values, _ in sheets})
+    out: dict[str, list[SheetCell]] = {}
+    computed = shown = 0
+    wrap = styles.wrap
+    for title, _, pending in sheets:
+        if not pending:
+            continue
+        cells: list[SheetCell] = []
+        numbers = []
+        for p in sorted(pending, key=lambda p: int(p.row)):
+            r0, c0 = int(p.row) - 1, _col0(p.col)
+            try:
+                v = ev.compute(title, p.col, p.row, p.text)
+            except Unsupported:
+                cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
+                shown += 1
+                continue
+            computed += 1
+            t = type(v)
+            if t is float or t is int:
+                numbers.append((p.col.encode(), p.row.encode(), str(p.sid).encode(), b"", b"%.15g" % v))
+            elif t is str:
+                if v:
+                    cells.append(SheetCell(r0, c0, v, "string", p.sid in wrap))
+            elif t is bool:
+                cells.append(SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool"))
+            elif t is XlError:
+                cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
+        if numbers:
+            rowmap = {r: int(r) - 1 for _, r, _, _, _ in numbers}
+            colmap = {c: _col0(c.decode()) for c in {n[0] for n in numbers}}
+            ids = {s: int(s) for _, _, s, _, _ in numbers}
+            cells += cells_of(numbers, [], rowmap, colmap, ids, [], styles, epoch)
+        out[title] = cells
+    return out, computed, shown
+
+
+def formula_warnings(computed: int, shown: int) -> list[str]:
+    """The warnings both .xlsx paths give about formula cells that had no cached result."""
+    out = []
+    if computed:
+        out.append(f"{computed} formula cells had no cached result; their values were computed by tender-pool's "
+                   "formula evaluator (arithmetic, comparison, &, SUM/AVERAGE/MIN/MAX/COUNT/ROUND/IF and a few more)")
+    if shown:
+        out.append(f"{shown} formula cells have no cached result (the file was written without calculation); "
+                   "their formula text is shown instead")
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _col0(letters: str) -> int:
+    n = 0
+    for ch in letters:
+        n = n * 26 + ord(ch) - 64
+    return n - 1

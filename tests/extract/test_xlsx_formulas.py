@@ -1,0 +1,174 @@
+"""Formulas stored without cached values are computed in the streaming .xlsx path (issue 17, item 12).
+
+The workbook is a bill of quantities written by openpyxl (which stores formulas without results): products of
+cells under ROUND, IF with string concatenation, SUM over ranges and lists, cross-sheet references, a summary
+sheet (bigbook.make_formula_xlsx). The reference values are LibreOffice's: its resave of the same file computes
+and caches every formula. Speed is in bench/bench_extract.py --formulas, not here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tender_pool.extract.api import extract
+from tender_pool.extract.blocks import Sheet
+from tender_pool.extract.formula import DIV0, VALUE, Evaluator, Formula, Unsupported
+from tender_pool.extract.xlsx import read_xlsx_openpyxl
+from tender_pool.extract.xlsx_stream import read_stream
+
+from test_xlsx import _same
+
+SCALE = 10  # a tenth of the 12,000-row bill: every formula shape, ~1,200 rows, LibreOffice in seconds
+
+
+@pytest.fixture(scope="module")
+def formula_bill():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bigbook", Path(__file__).with_name("bigbook.py"))
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod.ensure_soffice()
+    return mod.formula_paths(SCALE)
+
+
+def _cells(blocks) -> dict:
+    return {(s.name, c.r, c.c): (c.v, c.type, c.wrap) for s in blocks if isinstance(s, Sheet) for c in s.cells}
+
+
+def test_uncached_formulas_are_computed_in_the_fast_path_as_libreoffice_computes_them(formula_bill):
+    raw, computed_by_lo = formula_bill
+    x = extract(str(raw))
+    assert x.engine == "xlsx-stream"  # not openpyxl's full load
+    assert any("computed" in w for w in x.warnings) and not any("formula text" in w for w in x.warnings), x.warnings
+    ours, ref = _cells(read_stream(str(raw))), _cells(read_stream(str(computed_by_lo)))
+    assert len(ours) > 10_000
+    diff = [(k, ours.get(k), ref.get(k)) for k in sorted(set(ours) | set(ref)) if ours.get(k) != ref.get(k)]
+    assert not diff, f"{len(diff)} cells differ from LibreOffice's values, e.g. {diff[:5]}"
+    # and what the bill computes is there: the summary's grand total line and a subtotal label
+    assert "含税总价:" in x.markdown and "小计1(第1-" in x.markdown
+
+
+def test_cached_empty_text_results_are_empty_cells(formula_bill):
+    """LibreOffice caches an ="" result as <c t="str"><f>…</f><v></v></c>: a cached value (the empty text), not a
+    formula without one — before, the whole workbook went to openpyxl and showed those cells' formula text."""
+    _, computed_by_lo = formula_bill
+    x = extract(str(computed_by_lo))
+    assert x.engine == "xlsx-stream" and x.warnings == []
+    assert "=IF(" not in x.markdown
+
+
+def test_fast_path_equals_the_openpyxl_path(formula_bill):
+    raw, _ = formula_bill
+    _same(read_xlsx_openpyxl(str(raw)), read_stream(str(raw)))
+
+
+# ---------------------------------------------------------------- the evaluator's semantics
+
+
+def _book(cells: dict[str, object]):
+    """An evaluator over one sheet "S" (and "T"): values by reference, formulas as "=…" strings."""
+    def cell(sheet: str, col: str, row: str):
+        v = cells.get(f"{sheet}!{col}{row}")
+        if isinstance(v, str) and v.startswith("="):
+            return Formula(v[1:], row)
+        return v
+    return Evaluator(cell)
+
+
+@pytest.mark.parametrize("formula,row,want", [
+    ("ROUND(A1*B1,2)", "1", 7.41),  # 2.5 * 2.964 = 7.41
+    ("ROUND(2.675,2)", "3", 2.68),  # half away from zero on the decimal value, as Excel shows it
+    ("ROUND(-2.5,0)", "2", -3.0),
+    ("ROUNDUP(1.21,1)+ROUNDDOWN(1.29,1)", "2", 2.5),
+    ("SUM(A1:B2)", "9", 2.5 + 2.964 + 10),  # text in a range is skipped
+    ("SUM(A1,\"3\",TRUE)", "9", 2.5 + 3 + 1),  # typed-in arguments are coerced
+    ("A1&\"x\"&B1&C9", "9", "2.5x2.964"),  # numbers as General, an empty cell as ""
+    ("\"小计\"&2&\"(第\"&1&\"-\"&200&\"项)\"", "2", "小计2(第1-200项)"),  # the row number inside string literals
+    ("IF(A1>2,\"大\",\"小\")", "4", "大"),
+    ("IF(A2=\"ABC\",1,0)", "4", 1.0),  # text compares case-insensitively
+    ("IF(C9=0,\"empty\")", "4", "empty"),  # an empty cell equals 0
+    ("IF(A1>100,1)", "4", False),
+    ("A1/0", "4", DIV0),
+    ("A2*2", "4", VALUE),  # text in arithmetic
+    ("IFERROR(A1/0,-1)", "4", -1.0),
+    ("'T'!A1*2+T!A2", "4", 2 * 4.0 + 1.0),  # cross-sheet, quoted and not
+    ("A3", "7", 2.5 * 2.964 * 2),  # a formula cell is computed first
+    ("-2^2", "7", 4.0),  # unary minus binds tighter than ^, as in Excel
+    ("50%*A1", "7", 1.25),
+    ("AND(A1>1,OR(B1<1,TRUE))", "7", True),
+    ("MOD(-7,3)+INT(-1.5)", "7", 2.0 - 2.0),
+    ("SUMPRODUCT(A1:A2,B1:B2)", "7", 2.5 * 2.964),
+    ("COUNT(A1:B2)+COUNTA(A1:B2)", "7", 3 + 4),
+    ("AVERAGE(A1,B1)", "7", (2.5 + 2.964) / 2),
+])
+def test_evaluator(formula, row, want):
+    ev = _book({"S!A1": 2.5, "S!B1": 2.964, "S!A2": "abc", "S!B2": 10.0, "S!A3": "=A1*B1*2", "T!A1": 4.0,
+                "T!A2": 1.0})
+    got = ev.evaluate(formula, "S", row)
+    if isinstance(want, float):
+        assert got == pytest.approx(want, rel=1e-12)
+    else:
+        assert got == want
+
+
+def test_rows_share_a_compilation_and_each_reads_its_own_row():
+    """The row-template compilation: F2*G2 and F12*G12 share ``F#*G#``; a row number that also appears in a
+    constant (row 2: ROUND(F2*G2,2)) or inside another number (row 1: H12) is put back exactly."""
+    cells = {f"S!F{r}": float(r) for r in range(1, 30)} | {f"S!G{r}": 10.0 for r in range(1, 30)}
+    ev = _book(cells)
+    assert [ev.evaluate(f"F{r}*G{r}", "S", str(r)) for r in (2, 12, 21)] == [20.0, 120.0, 210.0]
+    assert ev.evaluate("ROUND(F2*G2,2)", "S", "2") == 20.0
+    assert ev.evaluate("F12+1", "S", "1") == 13.0
+    assert ev.evaluate("SUM(F1:F11)", "S", "1") == sum(range(1, 12))
+
+
+@pytest.mark.parametrize("formula", ["VLOOKUP(A1,B1:C9,2,0)", "SUM(A:A)", "TAX_RATE*A1", "A1+#REF!", "A1:B2"])
+def test_what_is_not_evaluated_is_unsupported(formula):
+    with pytest.raises(Unsupported):
+        _book({"S!A1": 1.0}).evaluate(formula, "S", "5")
+
+
+def test_circular_references_are_unsupported():
+    ev = _book({"S!A1": "=B1+1", "S!B1": "=A1+1"})
+    with pytest.raises(Unsupported):
+        ev.value("S", "A", "1")
+
+
+def test_element_path_computes_the_same(formula_bill, monkeypatch):
+    """Sheets the regex shortcut does not model (prefixed names, rich inline strings …) are read element by element:
+    their formula cells without values are computed the same way."""
+    from tender_pool.extract import xlsx_stream
+
+    raw, _ = formula_bill
+    fast = read_stream(str(raw))
+    monkeypatch.setattr(xlsx_stream, "_fast_cells", lambda *a, **k: None)
+    _same(fast, read_stream(str(raw)))
+
+
+def test_shared_formula_without_values_goes_to_openpyxl(tmp_path):
+    """A shared formula's other cells hold no text (``<f t="shared" si="0"/>``): openpyxl's path translates them."""
+    import zipfile
+
+    import openpyxl
+
+    src = tmp_path / "src.xlsx"
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    for r in range(1, 4):
+        ws.append([r, 2.5, f"=A{r}*B{r}"])
+    wb.save(src)
+    out = tmp_path / "shared.xlsx"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                data = data.replace(b"<f>A1*B1</f>", b'<f t="shared" ref="C1:C3" si="0">A1*B1</f>')
+                data = data.replace(b"<f>A2*B2</f>", b'<f t="shared" si="0"/>').replace(b"<f>A3*B3</f>",
+                                                                                       b'<f t="shared" si="0"/>')
+            zout.writestr(item, data)
+    x = extract(str(out))
+    assert x.engine == "openpyxl"
+    cells = _cells([b for b in read_xlsx_openpyxl(str(out))])
+    assert [cells[("Sheet", r, 2)][0] for r in range(3)] == ["2.5", "5", "7.5"]
