@@ -396,6 +396,9 @@ class Client:
         steps = follow.follow(self.k, run_id, since, self._block_ms(block_ms))
         r = self._async_client()
         with translated(self.url):
+            # redis-py's async cluster queues a transaction's commands on a thread with its own event
+            # loop: a client not yet initialized here would open its connections on that loop
+            await r.initialize()
             async for ev in follow.adrive(r, steps):
                 yield ev
 
@@ -523,8 +526,17 @@ class Client:
 
 
 def _async_connect(url: str, socket_timeout: float) -> Any:
-    """A ``redis.asyncio`` client for ``url`` (Sentinel URLs through ``redis.asyncio.sentinel``)."""
+    """A ``redis.asyncio`` client for ``url`` (Sentinel URLs through ``redis.asyncio.sentinel``,
+    cluster URLs through ``redis.asyncio.cluster``: the event reads name one queue's keys, one slot)."""
     import redis.asyncio as aredis
+
+    if url.startswith("redis+cluster://"):
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+        from tender_pool.supervisor.config import parse_cluster_url
+
+        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in parse_cluster_url(url)],
+                            socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
 
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel

@@ -46,6 +46,23 @@ Sentinel marks it ``s_down`` (``down-after-milliseconds``), and each write waits
 replica. During a failover writes are refused rather than acknowledged, for ~2 s (planned); the
 WAIT goes in ``WAIT_SLICE_MS`` slices that re-ask the Sentinels, so a refused writer moves to the
 new primary within ~0.1 s of its naming instead of after the whole ``wait_timeout``.
+
+``redis+cluster://`` URLs give redis-py's ``RedisCluster`` (``_Cluster``). Every key of a queue
+carries the hash tag ``{<queue>}``, so all of a queue's commands, scripts and pipelines go to the
+one master owning that slot (hazards this module owns):
+- The server-wide commands without keys our readers send (INFO, CONFIG GET, PING, SCAN, TIME)
+  would go to redis-py's default node, or to every master (SCAN): a process serves one queue, so
+  they go to the master of the slot of the first key the client sent (``_Home``), whose memory,
+  persistence and processing lists are the queue's.
+- The cluster's transient answers (CLUSTERDOWN while a failover is under way, TRYAGAIN, a MOVED
+  redis-py gave up following, a slot not covered yet) mean the command did not run: they are raised
+  as ``ClusterMoving``, a ``ConnectionError``, so every retry path treats them as "reconnect".
+- WAIT counts the replicas of the connection's own server: a write to be acknowledged goes with its
+  WAIT on one connection to the slot's master (``wait_replicated``, the FastLane), not through the
+  cluster pipeline, which sends a keyless WAIT to some other node.
+- The FastLane holds one plain connection to the slot's master: on MOVED (a ``CLUSTER FAILOVER``
+  made the master a replica) it takes the new owner from the reply, reconnects and sends again
+  (nothing ran); after a lost connection it re-reads the slot map before the next call.
 """
 
 from __future__ import annotations
@@ -60,10 +77,20 @@ try:  # redis-py's packer checks each argument in Python first (~10 µs of a 49-
 except ImportError:  # pragma: no cover - hiredis is a dependency (redis[hiredis])
     _hiredis_pack = None
 from redis.backoff import NoBackoff
+from redis.commands.core import CoreCommands
+from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    MovedError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
-from tender_pool.supervisor.config import parse_sentinel_url
+from tender_pool.supervisor.config import parse_cluster_url, parse_sentinel_url
 
 RESOLVE_EVERY_S = 0.5  # how stale the primary's address may be: the bound on following a switch
 SENTINEL_TIMEOUT_S = 0.5  # per Sentinel query; a dead Sentinel must not stall the hot path for long
@@ -77,6 +104,15 @@ FOLLOW_S = 0.8  # the FastLane's WAIT slice: how late it notices a switch while 
 class PrimaryMoved(redis.ConnectionError):
     """The server we reached is no longer the primary (``READONLY``, ``UNBLOCKED``): the command did
     not run; reconnect to the current primary and send it again."""
+
+
+class ClusterMoving(redis.ConnectionError):
+    """The cluster could not run the command now (CLUSTERDOWN during a failover, TRYAGAIN, MOVED past
+    redis-py's retries, the slot served by no node yet): it did not run; retry after a back-off."""
+
+
+# ClusterDownError and MasterDownError are ClusterErrors; MovedError is an AskError.
+_CLUSTER_TRANSIENT = (ClusterError, TryAgainError, AskError, SlotNotCoveredError)
 
 
 class NotReplicated(redis.RedisError):
@@ -118,6 +154,8 @@ def connect(url: str, socket_timeout: float = 5.0) -> redis.Redis:
     blocked claim is never cut short, yet a dead server (failover) is noticed within seconds."""
     if url.startswith("redis+sentinel://"):
         return _sentinel(url, socket_timeout)
+    if url.startswith("redis+cluster://"):
+        return _cluster(url, socket_timeout)  # type: ignore[return-value]
     kw: dict[str, Any] = dict(
         socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout, health_check_interval=30
     )
@@ -145,6 +183,125 @@ def _sentinel(url: str, socket_timeout: float) -> redis.Redis:
         db=db,
         **_DRIVER,
     )
+
+
+def _cluster(url: str, socket_timeout: float) -> "_Cluster":
+    return _Cluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in parse_cluster_url(url)],
+        decode_responses=False,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=socket_timeout,
+        socket_keepalive=True,
+        health_check_interval=30,
+        **_DRIVER,
+    )
+
+
+# Keyless commands about "the server" that must reach the queue's own master (``_Home``).
+_HOME_COMMANDS = frozenset({"INFO", "CONFIG GET", "PING", "SCAN", "TIME", "DBSIZE", "MEMORY STATS", "LASTSAVE"})
+
+
+def _command_name(args: tuple[Any, ...]) -> str:
+    name = str(args[0]).upper() if args else ""
+    if len(args) > 1 and name in ("CONFIG", "MEMORY", "SCRIPT", "CLUSTER", "CLIENT"):
+        return f"{name} {str(args[1]).upper()}"
+    return name
+
+
+class _Home:
+    """The hash slot of the queue a cluster client serves: learned from the first key it sends,
+    shared by the client and its pipelines."""
+
+    def __init__(self) -> None:
+        self.slot: int | None = None
+
+    def learn(self, client: RedisCluster, args: tuple[Any, ...]) -> None:
+        # no commands_parser yet: redis-py's __init__ is still sending its COMMAND
+        if self.slot is not None or not args or not hasattr(client, "commands_parser"):
+            return
+        name = str(args[0]).upper()
+        if name in ("COMMAND", "CLUSTER", "SCRIPT", "WAIT", "CLIENT") or _command_name(args) in _HOME_COMMANDS:
+            return
+        if name in ("EVAL", "EVALSHA") and (len(args) < 4 or int(args[2]) == 0):
+            return  # no keys: redis-py would pick a random slot
+        try:
+            self.slot = client.determine_slot(*args)
+        except (RedisClusterException, redis.RedisError, ValueError, TypeError):
+            pass
+
+    def node(self, client: RedisCluster) -> ClusterNode | None:
+        return None if self.slot is None else client.nodes_manager.get_node_from_slot(self.slot)
+
+
+class _Cluster(RedisCluster):
+    """redis-py's cluster client for one queue: keyless server commands go to the queue's master
+    (``_Home``), the cluster's transient errors are ``ClusterMoving``, and ``pipeline()`` is a
+    transaction unless told otherwise, as for ``redis.Redis`` (our WATCH/MULTI callers rely on it;
+    every key of a queue is in one slot, which a cluster transaction requires)."""
+
+    def __init__(self, *a: Any, **kw: Any):
+        self._home = _Home()  # before redis-py's __init__, which already sends COMMAND
+        super().__init__(*a, **kw)
+
+    def execute_command(self, *args: Any, **kw: Any) -> Any:
+        home = self._home
+        try:
+            if "target_nodes" not in kw:
+                if home.slot is None:
+                    home.learn(self, args)
+                elif _command_name(args) in _HOME_COMMANDS:
+                    kw["target_nodes"] = home.node(self)
+            return super().execute_command(*args, **kw)
+        except _CLUSTER_TRANSIENT as e:
+            raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> ClusterPipeline:
+        p = super().pipeline(True if transaction is None else transaction, shard_hint)
+        p.__class__ = _ClusterPipeline  # redis-py builds it; we only wrap its execute()
+        p._home = self._home
+        return p
+
+    def scan_iter(self, *a: Any, **kw: Any) -> Any:
+        """SCAN the queue's master only (redis-py walks every master)."""
+        node = self._home.node(self)
+        if node is not None and "target_nodes" not in kw:
+            return self.get_redis_connection(node).scan_iter(*a, **kw)
+        return super().scan_iter(*a, **kw)
+
+
+class _ClusterPipeline(ClusterPipeline):
+    _home: _Home
+
+    def scan(self, cursor: int = 0, match: Any = None, count: int | None = None, _type: str | None = None,
+             **kw: Any) -> Any:
+        """Queued like any command (redis-py blocks SCAN in a cluster pipeline); ``execute`` sends it
+        to the queue's master. Answers ``(cursor, keys)`` as ``redis.Redis.scan`` does."""
+        args: list[Any] = ["SCAN", cursor]
+        if match is not None:
+            args += ["MATCH", match]
+        if count is not None:
+            args += ["COUNT", count]
+        if _type is not None:
+            args += ["TYPE", _type]
+        return self.execute_command(*args, **kw)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Keyless server commands queued here (a consumer's resync SCAN) go to the queue's master
+        too: redis-py refuses a SCAN in a pipeline, which it would send to every master."""
+        queue = self._execution_strategy.command_queue
+        home = self._home
+        for c in queue:
+            if home.slot is not None:
+                break
+            home.learn(self, c.args)
+        try:
+            if home.slot is not None:
+                for c in queue:
+                    if "target_nodes" not in c.options and _command_name(c.args) in _HOME_COMMANDS:
+                        c.options["target_nodes"] = home.node(self)
+            return super().execute(raise_on_error)
+        except _CLUSTER_TRANSIENT as e:
+            raise ClusterMoving(f"{type(e).__name__}: {e}") from None
 
 
 class _Sentinels(Sentinel):
@@ -315,7 +472,7 @@ class _Primary:
 
 def primary_of(client: redis.Redis) -> _Primary | None:
     """The client's ``_Primary`` when it is a Sentinel client, else None."""
-    pool = client.connection_pool
+    pool = getattr(client, "connection_pool", None)  # a cluster client has none
     return _Primary(pool) if isinstance(pool, SentinelConnectionPool) else None
 
 
@@ -340,6 +497,8 @@ def wait_replicated(
     (WAIT counts the replicas that have this connection's last write), one round trip; ``n`` is
     ``replicas_needed``. Returns the writes' replies; raises ``NotReplicated`` (carrying them)
     when too few replicas acknowledged."""
+    if isinstance(client, RedisCluster):
+        return _wait_replicated_cluster(client, replicas, timeout_ms, write)
     need = replicas_needed(primary_of(client), replicas)
     with client.pipeline(transaction=False) as pipe:
         write(pipe)
@@ -349,6 +508,70 @@ def wait_replicated(
         *results, acked = pipe.execute()
     _check_acked(acked, need, timeout_ms, results)
     return results
+
+
+def _wait_replicated_cluster(
+    client: RedisCluster, replicas: int, timeout_ms: int, write: Callable[[Any], Any]
+) -> list[Any]:
+    """``wait_replicated`` on a cluster: the write(s) and WAIT go on one pipeline of a plain client to
+    the master owning the write's slot (learned by queueing it once on a ``_Recorder``), so WAIT
+    counts that master's replicas and scripts are loaded as a plain pipeline loads them. A MOVED
+    updates the slot map and, like a lost connection, is raised as a ``ConnectionError``: the
+    callers' retries (idempotent writes) go to the new owner."""
+    probe = _Recorder()
+    write(probe)
+    try:
+        node = client.nodes_manager.get_node_from_slot(client.determine_slot(*probe.commands[0]))
+    except _CLUSTER_TRANSIENT as e:
+        raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+    try:
+        with client.get_redis_connection(node).pipeline(transaction=False) as pipe:
+            write(pipe)
+            if replicas <= 0:
+                return pipe.execute()
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            *results, acked = pipe.execute()
+    except AskError as e:  # MOVED (a failover) or ASK (a slot migrating): nothing ran
+        if isinstance(e, MovedError):
+            client.nodes_manager.move_slot(e)
+        raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+    except (ClusterError, TryAgainError) as e:
+        raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+    except (redis.ConnectionError, redis.TimeoutError):
+        _refresh_slots(client)
+        raise
+    _check_acked(acked, replicas, timeout_ms, results)
+    return results
+
+
+class _Recorder(CoreCommands):
+    """Stands in for a pipeline to learn the commands a ``write`` queues (redis-py's cluster pipeline
+    refuses EVALSHA), without sending anything."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> None:
+        self.commands.append(args)
+
+
+def _refresh_slots(client: RedisCluster) -> None:
+    """Re-read the slot map (a master stopped answering: a failover may be under way); a cluster
+    that cannot be asked now is left for the next call."""
+    try:
+        client.nodes_manager.initialize()
+    except (RedisClusterException, redis.RedisError):
+        pass
+
+
+def _key_of(command: tuple[Any, ...]) -> Any:
+    """The first key of one of the FastLane's commands, or None for a keyless one."""
+    name = str(command[0]).upper()
+    if name in ("EVALSHA", "EVAL"):
+        return command[3] if len(command) > 3 and int(command[2]) > 0 else None
+    if name in ("SCRIPT", "WAIT", "CONFIG", "PING", "INFO", "CLUSTER", "TIME", "CLIENT"):
+        return None
+    return command[1] if len(command) > 1 else None
 
 
 def _pack(conn: redis.Connection, commands: list[tuple[Any, ...]]) -> list[bytes]:
@@ -374,12 +597,16 @@ class FastLane:
     """
 
     def __init__(self, client: redis.Redis):
-        self.pool = client.connection_pool
-        self.conn = self.pool.make_connection()
+        self.cluster = client if isinstance(client, RedisCluster) else None
+        if self.cluster is None:
+            self.pool = client.connection_pool
+            self.conn = self.pool.make_connection()
         self.primary = primary_of(client)
         self.shas: dict[str, bytes] = {}
         self.switches = 0
         self._addr: tuple[str, int] | None = None
+        self._slot: int | None = None  # cluster: the hash slot of the keys sent so far
+        self._stale = False  # cluster: re-read the slot map before the next call
 
     def _ready(self, fresh: bool = False, leaving: tuple[str, int] | None = None) -> None:
         """Connected, and (Sentinel) to the primary as of at most ``RESOLVE_EVERY_S`` ago. When no
@@ -440,7 +667,74 @@ class FastLane:
             raise error
         return replies
 
+    def _ready_cluster(self, slot: int | None) -> None:
+        """Connected to the master owning ``slot`` as the client's slot map says (re-read first after
+        a lost connection or a CLUSTERDOWN); keyless commands go where the last keyed one went."""
+        cluster = self.cluster
+        assert cluster is not None
+        nm = cluster.nodes_manager
+        if self._stale:
+            _refresh_slots(cluster)
+            self._stale = False
+        try:
+            node = nm.get_node_from_slot(slot) if slot is not None else None
+        except SlotNotCoveredError as e:
+            self._stale = True
+            raise ClusterMoving(str(e)) from None
+        if node is None:
+            if self._addr is not None:
+                if not getattr(self.conn, "_sock", None):
+                    self.conn.connect()
+                return
+            node = cluster.get_default_node()
+        addr = (node.host, int(node.port))
+        if self._addr == addr and getattr(self.conn, "_sock", None):
+            return
+        if self._addr is not None:
+            self.conn.disconnect()
+        if self._addr != addr:
+            self.conn = cluster.get_redis_connection(node).connection_pool.make_connection()
+        self.conn.connect()
+        if self._addr is not None and self._addr != addr:
+            self.switches += 1
+        self._addr = addr
+
+    def _send_cluster(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """One exchange with the master owning the commands' slot; on MOVED (a failover made it a
+        replica; nothing ran) the slot map takes the new owner from the reply and the commands go
+        there once more. A cluster that cannot serve the slot now is ``ClusterMoving``."""
+        assert self.cluster is not None
+        for c in commands:
+            key = _key_of(c)
+            if key is not None:
+                self._slot = self.cluster.keyslot(key)
+                break
+        for attempt in (0, 1):
+            try:
+                self._ready_cluster(self._slot)
+                return self._exchange(commands)
+            except AskError as e:  # ASK: the slot is migrating; not followed (one queue, one slot)
+                if attempt or not isinstance(e, MovedError):
+                    raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+                self.cluster.nodes_manager.move_slot(e)
+            except (ClusterError, TryAgainError) as e:
+                self._stale = True
+                raise ClusterMoving(f"{type(e).__name__}: {e}") from None
+            except redis.ResponseError as e:
+                if not str(e).startswith("UNBLOCKED"):  # a blocked call on a master being demoted
+                    raise
+                self.conn.disconnect()
+                self._stale = True
+                if attempt:
+                    raise ClusterMoving(str(e)) from None
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                self._stale = True
+                raise
+        raise AssertionError("unreachable")
+
     def _send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if self.cluster is not None:
+            return self._send_cluster(commands)
         self._ready()
         try:
             return self._exchange(commands)

@@ -335,9 +335,16 @@ def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: flo
 
 
 def _check_url(url: str, key: str) -> None:
-    ok = url == "embedded" or url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://"))
+    schemes = ("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://")
+    ok = url == "embedded" or url.startswith(schemes)
     if not ok:
-        raise ConfigError(key, url, "a redis://, rediss://, unix:// or redis+sentinel:// URL, or \"embedded\"")
+        raise ConfigError(key, url, "a redis://, rediss://, unix://, redis+sentinel:// or redis+cluster:// URL, "
+                          "or \"embedded\"")
+    if url.startswith("redis+cluster://"):
+        try:
+            parse_cluster_url(url)
+        except ValueError:
+            raise ConfigError(key, url, "redis+cluster://host:port[,host:port…][/0]") from None
     if url.startswith("redis+sentinel://"):
         try:
             parse_sentinel_url(url)
@@ -391,10 +398,27 @@ def _check_timings(cfg: Config) -> None:
         raise ConfigError("pool.fence", p.fence, "a number of seconds >= 0")
     if p.retry_backoff > p.retry_backoff_max:
         raise ConfigError("pool.retry_backoff_max", p.retry_backoff_max, "at least pool.retry_backoff")
-    if r.wait_replicas is None:  # acknowledged = replicated wherever a failover can happen
-        r.wait_replicas = 1 if r.url.startswith("redis+sentinel://") else 0
+    if r.wait_replicas is None:  # acknowledged = replicated wherever a Sentinel failover can happen
+        r.wait_replicas = 1 if r.url.startswith("redis+sentinel://") else 0  # redis+cluster://: 0 (CONTRACT)
     if r.wait_replicas < 0:
         raise ConfigError("redis.wait_replicas", r.wait_replicas, "an integer >= 0")
+
+
+def parse_cluster_url(url: str) -> list[tuple[str, int]]:
+    """``redis+cluster://host[:port][,host[:port]]…[/0]`` → the startup nodes (any one that answers
+    finds the rest); the port defaults to 6379. A cluster has only db 0. Raises ValueError."""
+    hosts, _, db = url[len("redis+cluster://") :].partition("/")
+    if db.rstrip("/") not in ("", "0"):
+        raise ValueError(f"a cluster has only db 0, not {db!r}")
+    nodes = []
+    for h in hosts.split(","):
+        host, sep, port = h.rpartition(":")
+        if not sep:
+            host, port = h, "6379"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad cluster node address {h!r}")
+        nodes.append((host, int(port)))
+    return nodes
 
 
 def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, int]:
