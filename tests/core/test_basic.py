@@ -14,7 +14,8 @@ def test_job_runs_to_completion_and_job_cli_shows_it(h):
     assert out.returncode == 0, out.stderr
     view = json.loads(out.stdout)
     assert set(view) == {"id", "kind", "user", "state", "priority", "payload", "after", "attempts", "tries",
-                         "interruptions", "created_at", "started_at", "finished_at", "worker", "error", "result"}
+                         "interruptions", "created_at", "started_at", "finished_at", "worker", "error", "result",
+                         "skipped_from"}
     assert view["state"] == "completed" and view["finished_at"].endswith("Z")
     assert h.cli("job", "nope").returncode == 2
     assert d.stop() == 0
