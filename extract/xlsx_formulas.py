@@ -34,13 +34,22 @@ class SheetValues:
     first use (bytes keys and fields from the regex path, str from the element path); ``get`` converts one."""
 
     def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
-                 decode: Callable[[bytes], str] | None = None):
+                 decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None):
         self._build = build
+        self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
         self._cells = None
         self._strings = strings
         self._binary = binary
         self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
         self._formulas = {p.col + p.row: p.text for p in pending}  # already decoded
+
+    def prefill(self) -> dict:
+        """The evaluator's first grid of this sheet: every number at once, and each pending formula."""
+        g = self._numbers() if self._numbers is not None else {}
+        for key, text in self._formulas.items():
+            col = key.rstrip("0123456789")
+            g[key] = Formula(text, key[len(col):])
+        return g
 
     def get(self, col: str, row: str):
         key = col + row
@@ -97,7 +106,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             raise Unsupported(f"no sheet {sheet}")
         return values.get(col, row)
 
-    ev = Evaluator(cell, {title: values.get for title, values, _ in sheets})
+    ev = Evaluator(cell, {title: values.prefill for title, values, _ in sheets})
     out: dict[str, list[SheetCell]] = {}
     computed = shown = 0
     wrap = styles.wrap

@@ -448,7 +448,8 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         rest: list = []
         sst = common
         values = SheetValues(lambda: {c + r: (b"s" if si else b"n", si or num or None, None)
-                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape)
+                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape,
+                             lambda: {(c + r).decode(): float(num) for c, r, _, si, num in sst if num})
     else:  # other types, formulas, inline strings, values in other spellings: the general shape, same kinds
         found = _CELL.findall(body)
         if len(found) != total:
@@ -460,7 +461,9 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         rest = [(c, r, s, t, v or inl) for c, r, s, t, _, v, inl in found
                 if (v or inl) and t and t != b"s" and t != b"n"]
         values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found},
-                             strings, True, pending, unescape)
+                             strings, True, pending, unescape,
+                             lambda: {(c + r).decode(): float(v) for c, r, _, t, _, v, _ in found
+                                      if v and (not t or t == b"n")})
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -720,7 +723,8 @@ def _sheet_elements(pkg: Package, part: str, view: _SheetView, strings: list[str
             view.drawing = el.get(f"{{{R_NS}}}id")
     view.max_column = max(1, max_col)
     view.row_breaks, view.col_breaks = _Breaks(row_breaks), _Breaks(col_breaks)
-    return cells, merges, SheetValues(lambda: raw, strings, False, pending), pending
+    return cells, merges, SheetValues(lambda: raw, strings, False, pending, None,
+                                      lambda: {k: float(v) for k, (t, v, _) in raw.items() if v and t == "n"}), pending
 
 
 def _col_letters(n: int) -> str:
