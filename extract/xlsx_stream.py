@@ -389,6 +389,7 @@ _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA
                    rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
 # the commonest shapes in one pattern (see _cells_of): a shared string (group 4), an empty cell (no value; its
 # column still counts for the sheet's width), a number (group 5; cached values of formulas too)
+_OTHER_TYPE = re.compile(rb' t="(?!s"|n")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
 _SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
                       rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?<v>([^<]+)</v></c>)')
 
@@ -442,7 +443,9 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         view.row_dimensions.update({int(r): dims[a] for r, a in rows if a in dims})
     total = body.count(b"<c")  # every cell (sheetData holds no other element starting so; <c> was refused)
     # inline strings (openpyxl writes every string so) never match the common shapes: straight to the general one
-    common = _SN_CELL.findall(body) if b"<is>" not in body else []
+    # nor does a cell of another type with content (LibreOffice's t="str" formula results): one search saves
+    # a whole findall that would fall short
+    common = _SN_CELL.findall(body) if b"<is>" not in body and _OTHER_TYPE.search(body) is None else []
     pending: list = []
     if len(common) == total:  # the commonest shapes are all there is
         rest: list = []
@@ -494,7 +497,8 @@ def _pending(found: list) -> list[Pending]:
         if f.endswith(b"/>") or b'"shared"' in f[:head]:
             raise NeedsOpenpyxl("shared formula without a cached value")
         bodies.append(f[head + 1: f.rindex(b"</")])
-    texts = unescape_all(bodies)
+    escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
+    texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
     return [Pending(c.decode(), r.decode(), int(s) if s else 0, text) for (c, r, s, _), text in zip(cells, texts)]
 
 

@@ -172,3 +172,17 @@ def test_shared_formula_without_values_goes_to_openpyxl(tmp_path):
     assert x.engine == "openpyxl"
     cells = _cells([b for b in read_xlsx_openpyxl(str(out))])
     assert [cells[("Sheet", r, 2)][0] for r in range(3)] == ["2.5", "5", "7.5"]
+
+
+def test_formulas_of_one_shape_share_one_code_object():
+    """Speed (issue 17 item 12): a bill's subtotals differ in their constants only (SUM(H3:H202), SUM(H204:H403)):
+    one compiled function serves them all, each with its own constants, and each computes its own range."""
+    from tender_pool.extract import formula
+
+    cells = {f"S!H{r}": float(r) for r in range(1, 500)}
+    ev = _book(cells)
+    assert ev.evaluate("SUM(H3:H202)", "S", "203") == sum(range(3, 203))
+    assert ev.evaluate("SUM(H204:H403)", "S", "404") == sum(range(204, 404))
+    (f1, p1), (f2, p2) = formula._compile("SUM(H3:H202)"), formula._compile("SUM(H204:H403)")
+    assert f1 is f2 and p1 != p2
+    assert formula._compile("\"小计\"&1&\"(第\"&3")[0] is formula._compile("\"合计\"&7&\"(第\"&9")[0]
