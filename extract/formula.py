@@ -65,13 +65,16 @@ DIV0, VALUE, NUM = XlError("#DIV/0!"), XlError("#VALUE!"), XlError("#NUM!")
 
 
 class Formula:
-    """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number."""
+    """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number; the fast
+    reader also keeps its column letters and style index here (its pending cells are these objects)."""
 
-    __slots__ = ("text", "row")
+    __slots__ = ("text", "row", "col", "sid")
 
-    def __init__(self, text: str, row: str):
+    def __init__(self, text: str, row: str, col: str = "", sid: int = 0):
         self.text = text
         self.row = row
+        self.col = col
+        self.sid = sid
 
 
 class _Raise(Exception):
@@ -122,7 +125,7 @@ class Evaluator:
                 raise Unsupported("circular or too deeply nested references")
             active.add(mark)
             try:
-                v = self.evaluate(v.text, sheet, v.row)
+                v = self._run(v.text, sheet, v.row, g)
             finally:
                 active.discard(mark)
             g[key] = v
@@ -146,11 +149,14 @@ class Evaluator:
 
     def evaluate(self, text: str, sheet: str, row: str):
         """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
+        return self._run(text, sheet, row, self.grid(sheet))
+
+    def _run(self, text: str, sheet: str, row: str, g: dict):
         if "#" in text:
             raise Unsupported("error literal or '#' in the formula")
         fn, params = _compile(text.replace(row, "#") if row in text else text)
         try:
-            v = fn(self, sheet, row, params)
+            v = fn(self, sheet, g, row, params)
         except _Raise as e:
             return e.err
         except ZeroDivisionError:
@@ -488,6 +494,7 @@ def _iferror(x: Callable, alt: Callable):
     return alt() if type(v) is XlError else v
 
 
+_PY_OP = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 _NAMESPACE = {"_num": _num, "_text": _text, "_truth": _truth, "_compare": _compare, "_call": _call,
               "_round": _round, "_range": _range, "_iferror": _iferror, "_M": _MISS, "float": float, "int": int,
               "type": type, "bool": bool}
@@ -536,7 +543,7 @@ class _Gen:
         e = self.comparison()
         if self.i != len(self.toks):
             raise Unsupported("trailing tokens")
-        return f"def _f(ev, s, R, P):\n    g = ev.grid(s)\n    return {e[0]}\n", self.params
+        return f"def _f(ev, s, g, R, P):\n    return {e[0]}\n", self.params
 
     def param(self, value) -> str:
         self.params.append(value)
@@ -575,7 +582,9 @@ class _Gen:
             if op is None:
                 return f
             g = self.concat()
-            f = (f"_compare({op!r}, {f[0]}, {g[0]})", "any")
+            a, b = self.tmp(), self.tmp()  # two numbers compare in Python; anything else by Excel's order
+            f = (f"({a} {_PY_OP[op]} {b} if (type({a} := {f[0]}) is float) & (type({b} := {g[0]}) is float) "
+                 f"else _compare({op!r}, {a}, {b}))", "any")
 
     def concat(self):
         f = self.additive()

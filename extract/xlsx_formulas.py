@@ -12,6 +12,7 @@ the SheetCells a cached value would have given: numbers go through the same numb
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Callable
 
 from .blocks import SheetCell
@@ -20,13 +21,10 @@ from .formula import Evaluator, Formula, Unsupported, XlError
 __all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
 
 
-class Pending:
-    """A formula cell without a cached value: column letters, row digits, style index, formula text (no ``=``)."""
-
-    __slots__ = ("col", "row", "sid", "text")
-
-    def __init__(self, col: str, row: str, sid: int, text: str):
-        self.col, self.row, self.sid, self.text = col, row, sid, text
+def Pending(col: str, row: str, sid: int, text: str) -> Formula:
+    """A formula cell without a cached value: column letters, row digits, style index, formula text (no ``=``),
+    as the ``Formula`` the evaluator's grid holds (the regex path builds these directly)."""
+    return Formula(text, row, col, sid)
 
 
 class SheetValues:
@@ -41,21 +39,19 @@ class SheetValues:
         self._strings = strings
         self._binary = binary
         self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
-        self._formulas = {p.col + p.row: p.text for p in pending}  # already decoded
+        self._formulas = {p.col + p.row: p for p in pending}  # Formula objects, their text decoded
 
     def prefill(self) -> dict:
         """The evaluator's first grid of this sheet: every number at once, and each pending formula."""
         g = self._numbers() if self._numbers is not None else {}
-        for key, text in self._formulas.items():
-            col = key.rstrip("0123456789")
-            g[key] = Formula(text, key[len(col):])
+        g.update(self._formulas)
         return g
 
     def get(self, col: str, row: str):
         key = col + row
-        text = self._formulas.get(key)
-        if text is not None:
-            return Formula(text, row)
+        formula = self._formulas.get(key)
+        if formula is not None:
+            return formula
         if self._cells is None:
             self._cells = self._build()
             self._build = None
@@ -110,16 +106,24 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
     out: dict[str, list[SheetCell]] = {}
     computed = shown = 0
     wrap = styles.wrap
+    slow = ev.slow
     for title, _, pending in sheets:
         if not pending:
             continue
         cells: list[SheetCell] = []
         numbers = []
-        for p in sorted(pending, key=lambda p: int(p.row)):
-            r0, c0 = int(p.row) - 1, _col0(p.col)
+        g = ev.grid(title)
+        rows = list(map(int, [p.row for p in pending]))
+        if any(map(int.__gt__, rows, rows[1:])):  # (document order is row order but for a malformed sheet)
+            pending = [p for _, _, p in sorted(zip(rows, itertools.count(), pending))]
+        for p in pending:
+            key = p.col + p.row
+            v = g.get(key)  # p itself, or its value if another formula needed it first
             try:
-                v = ev.compute(title, p.col, p.row, p.text)
+                if v is None or type(v) is Formula:
+                    v = slow(g, title, key, p)
             except Unsupported:
+                r0, c0 = int(p.row) - 1, _col0(p.col)
                 cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
                 shown += 1
                 continue
@@ -127,7 +131,9 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             t = type(v)
             if t is float or t is int:
                 numbers.append((p.col.encode(), p.row.encode(), str(p.sid).encode(), b"", b"%.15g" % v))
-            elif t is str:
+                continue
+            r0, c0 = int(p.row) - 1, _col0(p.col)
+            if t is str:
                 if v:
                     cells.append(SheetCell(r0, c0, v, "string", p.sid in wrap))
             elif t is bool:

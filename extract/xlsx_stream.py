@@ -30,6 +30,7 @@ import xml.etree.ElementTree as ET
 from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
 from .numfmt import format_all, format_value, formatter, general
 from .ooxml import Package
+from .formula import Formula
 from .xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_warnings
 from .xlsx_setup import hf_text, page_setup
 
@@ -383,15 +384,17 @@ _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with 
 _DEFAULT_HEIGHT = re.compile(rb'<(?:\w+:)?sheetFormatPr\b[^>]*?\bdefaultRowHeight="([^"]*)"')
 _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
-# (group 7: a plain inline string, as openpyxl writes every string)
+# (group 7: a plain inline string, as openpyxl writes every string). The formula element: a greedy scan to its
+# first ">" then its text, before the self-closing form: a lazy "[^>]*?/>" first tried "/>" at every character of
+# the attributes (LibreOffice writes aca="false" on each), half the time of the whole match
 _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
-                   rb'(?:/>|>(<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?'
+                   rb'(?:/>|>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?'
                    rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
 # the commonest shapes in one pattern (see _cells_of): a shared string (group 4), an empty cell (no value; its
 # column still counts for the sheet's width), a number (group 5; cached values of formulas too)
 _OTHER_TYPE = re.compile(rb' t="(?!s"|n")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
 _SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
-                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?<v>([^<]+)</v></c>)')
+                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]+)</v></c>)')
 
 
 def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styles, epoch):
@@ -499,7 +502,7 @@ def _pending(found: list) -> list[Pending]:
         bodies.append(f[head + 1: f.rindex(b"</")])
     escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
     texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
-    return [Pending(c.decode(), r.decode(), int(s) if s else 0, text) for (c, r, s, _), text in zip(cells, texts)]
+    return [Formula(text, r.decode(), c.decode(), int(s) if s else 0) for (c, r, s, _), text in zip(cells, texts)]
 
 
 def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str], styles: _Styles,
