@@ -35,6 +35,7 @@ class SheetValues:
                  decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None):
         self._build = build
         self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
+        self._number_cells = None
         self._cells = None
         self._strings = strings
         self._binary = binary
@@ -43,15 +44,23 @@ class SheetValues:
 
     def prefill(self) -> dict:
         """The evaluator's first grid of this sheet: every number at once, and each pending formula."""
-        g = self._numbers() if self._numbers is not None else {}
+        g = dict(self._numbers_of())
         g.update(self._formulas)
         return g
+
+    def _numbers_of(self) -> dict:
+        if self._number_cells is None:
+            self._number_cells = self._numbers() if self._numbers is not None else {}
+        return self._number_cells
 
     def get(self, col: str, row: str):
         key = col + row
         formula = self._formulas.get(key)
         if formula is not None:
             return formula
+        number = self._numbers_of().get(key)
+        if number is not None:  # (the regex path's raw entries leave the plain numbers out)
+            return number
         if self._cells is None:
             self._cells = self._build()
             self._build = None

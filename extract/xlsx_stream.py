@@ -22,6 +22,7 @@ strings) go through ElementTree's expat, which never loads a DTD or an external 
 from __future__ import annotations
 
 import itertools
+import operator
 import posixpath
 import re
 
@@ -40,6 +41,7 @@ XDR = "http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing"
 A_NS = "http://schemas.openxmlformats.org/drawingml/2006/main"
 _ROW, _C, _V, _F, _IS, _T, _R, _RPH = (f"{{{NS}}}{t}" for t in ("row", "c", "v", "f", "is", "t", "r", "rPh"))
 _DIGITS = "0123456789"
+_FIRST = operator.itemgetter(0)
 _TRUE = ("1", "true")
 WHOLE_PART = 32 << 20  # uncompressed bytes up to which a part is parsed in one go
 
@@ -466,7 +468,8 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
                   for c, r, s, t, _, v, _ in found]
         rest = [(c, r, s, t, v or inl) for c, r, s, t, _, v, inl in found
                 if (v or inl) and t and t != b"s" and t != b"n"]
-        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found},
+        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
+                                      if not v or (t and t != b"n")},  # numbers: in the lambda below
                              strings, True, pending, unescape,
                              lambda: {(c + r).decode(): float(v) for c, r, _, t, _, v, _ in found
                                       if v and (not t or t == b"n")})
@@ -494,12 +497,10 @@ def _pending(found: list) -> list[Pending]:
     LibreOffice stores ="" results, has one: the empty string). Shared formulas are left to openpyxl, which
     translates a shared formula to each cell of its range."""
     cells = [(c, r, s, f) for c, r, s, t, f, v, inl in found if f and not v and not inl and t != b"str"]
-    bodies = []
-    for _, _, _, f in cells:
-        head = f.find(b">")
-        if f.endswith(b"/>") or b'"shared"' in f[:head]:
-            raise NeedsOpenpyxl("shared formula without a cached value")
-        bodies.append(f[head + 1: f.rindex(b"</")])
+    heads = [f[: f.find(b">") + 1] for _, _, _, f in cells]
+    if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
+        raise NeedsOpenpyxl("shared formula without a cached value")
+    bodies = [f[len(h): -4] for (_, _, _, f), h in zip(cells, heads)]  # (_CELL: the element ends with </f>)
     escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
     texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
     return [Formula(text, r.decode(), c.decode(), int(s) if s else 0) for (c, r, s, _), text in zip(cells, texts)]
@@ -522,10 +523,11 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
     if "" in strings:
         cells = [c for c in cells if c.v]
     append = cells.append
-    styles_used = {s for _, _, s, _, v in common if v}
-    for style in styles_used:
+    numbers = [(s, c, r, v) for c, r, s, _, v in common if v]
+    numbers.sort(key=_FIRST)  # style by style: one sort in C, not one pass over the cells per style
+    for style, same in itertools.groupby(numbers, _FIRST):
         sid = ids[style]
-        group = [(c, r, v) for c, r, s, _, v in common if v and s == style]
+        group = [(c, r, v) for _, c, r, v in same]
         if sid in dates:  # dates and durations: one by one
             code = codes[sid] if sid < nstyles else "General"
             for c, r, v in group:
@@ -560,9 +562,14 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
         cells += [SheetCell(rowmap[r], colmap[c], t, "number") for (c, r, _), t in zip(group, texts)]
     escaped = [x[4] for x in rest if b"&" in x[4]]
     plain = iter(unescape_all(escaped))
-    for c, r, s, t, v_b in rest:
+    texts = [next(plain) if b"&" in x[4] else x[4].decode() for x in rest]
+    # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
+    cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
+              if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
+    for (c, r, s, t, _), v in zip(rest, texts):
+        if t == b"inlineStr" or t == b"str":
+            continue
         r0, c0, sid = rowmap[r], colmap[c], ids[s]
-        v = next(plain) if b"&" in v_b else v_b.decode()
         if t == b"str":
             append(SheetCell(r0, c0, v, "string", sid in wrap))
         elif t == b"b":
