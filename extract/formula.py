@@ -314,8 +314,22 @@ def _round(x: float, digits: float, mode: str) -> float:
     15 significant digits, as Excel and LibreOffice do (ROUND(2.675, 2) is 2.68 although 2.675 * 100 is
     267.49999999999997 in binary)."""
     q = 10.0 ** int(digits)
-    y = float(f"{abs(x) * q:.15g}")
-    n = math.floor(y + 0.5) if mode == "half-up" else math.ceil(y) if mode == "up" else math.floor(y)
+    z = abs(x) * q
+    n = None
+    if z < 1e15:  # the 15-digit text only matters within its rounding (< 5e-15 z) of a tie or an integer: else
+        fl = math.floor(z)  # the float decides, without formatting (exact: below 2^52 z - floor(z) is exact)
+        fr = z - fl
+        eps = z * 1e-13
+        if mode == "half-up":
+            if abs(fr - 0.5) > eps:
+                n = fl + 1 if fr > 0.5 else fl
+        elif fr == 0.0:
+            n = fl
+        elif eps < fr < 1.0 - eps:
+            n = fl + 1 if mode == "up" else fl
+    if n is None:
+        y = float(f"{z:.15g}")
+        n = math.floor(y + 0.5) if mode == "half-up" else math.ceil(y) if mode == "up" else math.floor(y)
     r = n / q if q >= 1 else n * (1 / q)
     return -r if x < 0 else r
 
