@@ -93,7 +93,11 @@ def unescape_all(items: list[bytes]) -> list[str]:
     as the element path's parse does.)"""
     if not items:
         return []
-    try:
+    try:  # one text node, split at a private-use character (no element per item); any text holding that
+        # character itself gives more parts than items, and the element per item below
+        parts = (ET.fromstring(b"<x>" + b"\xee\x80\x80".join(items) + b"</x>").text or "").split("\ue000")
+        if len(parts) == len(items):
+            return parts
         return [t.text or "" for t in ET.fromstring(b"<x><t>" + b"</t><t>".join(items) + b"</t></x>")]
     except ET.ParseError:  # an entity XML does not define: one at a time, the known ones decoded
         return [_ENTITY.sub(_entity, x.decode()) for x in items]

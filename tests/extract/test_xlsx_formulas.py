@@ -211,3 +211,13 @@ def test_round_equals_rounding_the_15_digit_text():
         for digits in (0, 1, 2, 3, -1):
             for mode in ("half-up", "up", "down"):
                 assert _round(x, digits, mode) == by_text(x, digits, mode), (x, digits, mode)
+
+
+def test_unescape_all_splits_one_text_node_and_falls_back_when_a_text_holds_the_separator():
+    """The regex path decodes every formula text and inline string in one expat parse (speed): one text node split
+    at U+E000; a text holding U+E000 (raw or as a reference) takes the element-per-item parse, with the same result."""
+    from tender_pool.extract.xlsx_stream import unescape_all
+
+    assert unescape_all([b"IF(H3&gt;=1,&quot;&#22797;&quot;&amp;E3)", b"", b"a\r\nb", b""]) == [
+        'IF(H3>=1,"复"&E3)', "", "a\nb", ""]
+    assert unescape_all([b"x&#57344;y", b"z", "\ue000".encode()]) == ["x\ue000y", "z", "\ue000"]
