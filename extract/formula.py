@@ -3,22 +3,27 @@
 Why: openpyxl and many web exports write ``=ROUND(F5*G5,2)`` with no value; the LLM needs the number, and a
 12,000-row bill of quantities holds tens of thousands of such cells, so evaluation must cost a few µs a cell.
 
-How it stays fast: a formula is compiled once into nested closures, and rows share compilations. A bill's
+How it stays fast: a formula is compiled once into a Python function, and rows share compilations. A bill's
 formulas differ from row to row only in their row number (``F5*G5``, ``F6*G6``), so the text is compiled as a
 *template*: every occurrence of the cell's own row number replaced by ``#`` (``F#*G#``), and each leaf that holds
 a ``#`` (a reference, a number, a string) puts the row number back when it runs. Replacing and putting back are
 exact inverses for a given row (a text holding ``#`` itself is refused), so a template computes exactly what its
-text says, for whichever row it was compiled from.
+text says, for whichever row it was compiled from. The template is compiled to Python source (``_Gen``) whose
+constants all sit in a tuple ``P`` beside it, so templates of one shape (``SUM(H3:H202)``, ``SUM(H204:H403)``)
+share one code object; a reference is one dict look-up in the sheet's grid (``Evaluator.grid``), a number needs
+no coercion call, and only what is not a number takes the slow path (``Evaluator.slow``). The source is written
+by ``_Gen`` alone, from the tokens: the formula's text reaches it only as values in ``P``, never as code.
 
 What is evaluated (Excel semantics, the subset bills use): numbers, strings, TRUE/FALSE; + - * / ^ %, unary
 minus, & (concatenation), = <> < > <= >=; cell and range references, also ``'Sheet'!A1`` and ``Sheet!A1:B9``;
 SUM, AVERAGE, MIN, MAX, COUNT, COUNTA, PRODUCT, SUMPRODUCT, ROUND, ROUNDUP, ROUNDDOWN, INT, ABS, MOD, IF, IFERROR,
 AND, OR, NOT, CONCATENATE. Errors (#DIV/0!, #VALUE!, #NUM!) are values, as in Excel. Anything else (names, whole
-columns, other functions) raises ``Unsupported`` and the caller shows the formula text. No ``eval``.
+columns, other functions) raises ``Unsupported`` and the caller shows the formula text.
 
 The workbook is reached through one callable, ``cell(sheet, col, row) -> value``: ``None``, a float, a str, a
 bool, an ``XlError``, or a ``Formula`` (a cell whose value must be computed first); the fast reader
-(``xlsx_stream``) and the openpyxl path each provide one.
+(``xlsx_stream``) and the openpyxl path each provide one, and the fast reader also a sheet's numbers and
+formulas at once (``prefill``).
 """
 
 from __future__ import annotations
@@ -60,13 +65,16 @@ DIV0, VALUE, NUM = XlError("#DIV/0!"), XlError("#VALUE!"), XlError("#NUM!")
 
 
 class Formula:
-    """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number."""
+    """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number; the fast
+    reader also keeps its column letters and style index here (its pending cells are these objects)."""
 
-    __slots__ = ("text", "row")
+    __slots__ = ("text", "row", "col", "sid")
 
-    def __init__(self, text: str, row: str):
+    def __init__(self, text: str, row: str, col: str = "", sid: int = 0):
         self.text = text
         self.row = row
+        self.col = col
+        self.sid = sid
 
 
 class _Raise(Exception):
@@ -80,56 +88,75 @@ _MISS = object()
 
 
 class Evaluator:
-    """``cell(sheet, col, row)`` reads the workbook; ``sheets`` (optional) maps a sheet title to its own
-    ``get(col, row)``, one call less per reference where most of the time goes."""
+    """``cell(sheet, col, row)`` reads the workbook; ``prefill`` (optional) maps a sheet title to a callable that
+    returns that sheet's known values at once ({"F12": value or Formula}), read on the sheet's first reference:
+    most references then cost one dict look-up in the compiled code instead of a call down to the workbook.
 
-    def __init__(self, cell: Callable[[str, str, str], object], sheets: dict[str, Callable] | None = None):
+    Each sheet's values live in one dict (its *grid*) keyed by reference ("F12"), which is also the memo: a
+    formula cell's entry is replaced by its value once computed, a cell read from ``cell`` is stored there."""
+
+    def __init__(self, cell: Callable[[str, str, str], object],
+                 prefill: dict[str, Callable[[], dict]] | None = None):
         self._cell = cell
-        self._sheets = sheets or {}
-        self.memo: dict[tuple[str, str, str], object] = {}
-        self._active: set[tuple[str, str, str]] = set()
+        self._prefill = prefill or {}
+        self.grids: dict[str, dict] = {}
+        self._active: set[tuple[str, str]] = set()
+
+    def grid(self, sheet: str) -> dict:
+        g = self.grids.get(sheet)
+        if g is None:
+            fill = self._prefill.get(sheet)
+            g = self.grids[sheet] = fill() if fill is not None else {}
+        return g
+
+    def slow(self, g: dict, sheet: str, key: str, v):
+        """The value of reference ``key`` whose grid entry ``v`` was not a number: not yet read (``_MISS``), a
+        formula to compute, or another value (returned as is)."""
+        if v is _MISS:
+            col = key.rstrip(_DIGITS)
+            v = self._cell(sheet, col, key[len(col):])
+            if type(v) is not Formula:
+                g[key] = v
+                return v
+        if type(v) is Formula:
+            active = self._active
+            mark = (sheet, key)
+            if mark in active or len(active) >= MAX_DEPTH:
+                raise Unsupported("circular or too deeply nested references")
+            active.add(mark)
+            try:
+                v = self._run(v.text, sheet, v.row, g)
+            finally:
+                active.discard(mark)
+            g[key] = v
+        return v
 
     def value(self, sheet: str, col: str, row: str):
         """The value of a cell (computed if it is a Formula), memoised."""
-        key = (sheet, col, row)
-        v = self.memo.get(key, _MISS)
-        if v is not _MISS:
-            return v
-        get = self._sheets.get(sheet)
-        v = get(col, row) if get is not None else self._cell(sheet, col, row)
-        if isinstance(v, Formula):
-            if key in self._active or len(self._active) >= MAX_DEPTH:
-                raise Unsupported("circular or too deeply nested references")
-            self._active.add(key)
-            try:
-                v = self.evaluate(v.text, sheet, v.row)
-            finally:
-                self._active.discard(key)
-        self.memo[key] = v
-        return v
+        g = self.grid(sheet)
+        key = col + row
+        v = g.get(key, _MISS)
+        return v if type(v) is float else self.slow(g, sheet, key, v)
 
     def compute(self, sheet: str, col: str, row: str, text: str):
         """``value`` of a cell the caller knows to hold formula ``text`` (no second look-up of the cell)."""
-        key = (sheet, col, row)
-        v = self.memo.get(key, _MISS)
-        if v is not _MISS:
-            return v
-        self._active.add(key)
-        try:
-            v = self.evaluate(text, sheet, row)
-        finally:
-            self._active.discard(key)
-        self.memo[key] = v
+        g = self.grid(sheet)
+        key = col + row
+        v = g.get(key, _MISS)
+        if v is _MISS or type(v) is Formula:
+            v = self.slow(g, sheet, key, Formula(text, row))
         return v
 
     def evaluate(self, text: str, sheet: str, row: str):
         """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
+        return self._run(text, sheet, row, self.grid(sheet))
+
+    def _run(self, text: str, sheet: str, row: str, g: dict):
         if "#" in text:
             raise Unsupported("error literal or '#' in the formula")
-        template = text.replace(row, "#") if row in text else text
-        fn = _compile(template)
+        fn, params = _compile(text.replace(row, "#") if row in text else text)
         try:
-            v = fn(self, sheet, row)
+            v = fn(self, sheet, g, row, params)
         except _Raise as e:
             return e.err
         except ZeroDivisionError:
@@ -138,13 +165,16 @@ class Evaluator:
             return NUM
         except RecursionError:
             raise Unsupported("too deeply nested") from None
-        if isinstance(v, list):
+        if type(v) is list:
             if len(v) != 1:
                 raise Unsupported("a range as the result")
             v = v[0]
-        if isinstance(v, float) and not math.isfinite(v):
+        if type(v) is float and not math.isfinite(v):
             return NUM
         return 0.0 if v is None else v
+
+
+_DIGITS = "0123456789"
 
 
 # ---------------------------------------------------------------- coercions (Excel's)
@@ -284,8 +314,22 @@ def _round(x: float, digits: float, mode: str) -> float:
     15 significant digits, as Excel and LibreOffice do (ROUND(2.675, 2) is 2.68 although 2.675 * 100 is
     267.49999999999997 in binary)."""
     q = 10.0 ** int(digits)
-    y = float(f"{abs(x) * q:.15g}")
-    n = math.floor(y + 0.5) if mode == "half-up" else math.ceil(y) if mode == "up" else math.floor(y)
+    z = abs(x) * q
+    n = None
+    if z < 1e15:  # the 15-digit text only matters within its rounding (< 5e-15 z) of a tie or an integer: else
+        fl = math.floor(z)  # the float decides, without formatting (exact: below 2^52 z - floor(z) is exact)
+        fr = z - fl
+        eps = z * 1e-13
+        if mode == "half-up":
+            if abs(fr - 0.5) > eps:
+                n = fl + 1 if fr > 0.5 else fl
+        elif fr == 0.0:
+            n = fl
+        elif eps < fr < 1.0 - eps:
+            n = fl + 1 if mode == "up" else fl
+    if n is None:
+        y = float(f"{z:.15g}")
+        n = math.floor(y + 0.5) if mode == "half-up" else math.ceil(y) if mode == "up" else math.floor(y)
     r = n / q if q >= 1 else n * (1 / q)
     return -r if x < 0 else r
 
@@ -438,17 +482,57 @@ def _tokens(s: str) -> list[tuple[str, str, re.Match]]:
     return out
 
 
-_compiled: dict[str, Callable] = {}
+def _range(ev: Evaluator, g: dict, sheet: str, cols: tuple, r1: int, r2: int) -> list:
+    """A range reference's values, row by row, each column of a row in turn."""
+    if r1 > r2:
+        r1, r2 = r2, r1
+    if (r2 - r1 + 1) * len(cols) > MAX_RANGE:
+        raise Unsupported("range too large")
+    get, slow = g.get, ev.slow
+    out = []
+    append = out.append
+    for n in range(r1, r2 + 1):
+        rs = str(n)
+        for c in cols:
+            k = c + rs
+            v = get(k, _MISS)
+            append(v if type(v) is float else slow(g, sheet, k, v))
+    return out
 
 
-def _compile(template: str) -> Callable:
-    fn = _compiled.get(template)
-    if fn is None:
-        if len(_compiled) > 20_000:
-            _compiled.clear()
-        fn = _Parser(template).compile()
-        _compiled[template] = fn
-    return fn
+def _iferror(x: Callable, alt: Callable):
+    try:
+        v = x()
+    except (_Raise, ZeroDivisionError, OverflowError, ValueError):
+        return alt()
+    return alt() if type(v) is XlError else v
+
+
+_PY_OP = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
+_NAMESPACE = {"_num": _num, "_text": _text, "_truth": _truth, "_compare": _compare, "_call": _call,
+              "_round": _round, "_range": _range, "_iferror": _iferror, "_M": _MISS, "float": float, "int": int,
+              "type": type, "bool": bool}
+_templates: dict[str, tuple[Callable, tuple]] = {}
+_shapes: dict[str, Callable] = {}
+
+
+def _compile(template: str) -> tuple[Callable, tuple]:
+    """(function, its constants) of a row template: the function is compiled once per *shape* (the generated
+    source, which holds every constant as ``P[i]``), so ``SUM(H3:H202)`` and ``SUM(H204:H403)`` share one."""
+    got = _templates.get(template)
+    if got is None:
+        if len(_templates) > 20_000:
+            _templates.clear()
+        src, params = _Gen(template).source()
+        fn = _shapes.get(src)
+        if fn is None:
+            if len(_shapes) > 5_000:
+                _shapes.clear()
+            ns = dict(_NAMESPACE)
+            exec(compile(src, "<formula>", "exec"), ns)  # source generated from our own tokens, never the text
+            fn = _shapes[src] = ns["_f"]
+        got = _templates[template] = (fn, tuple(params))
+    return got
 
 
 def _with_row(pattern: str):
@@ -456,19 +540,44 @@ def _with_row(pattern: str):
     return (pattern, None) if "#" not in pattern else (None, pattern)
 
 
-class _Parser:
+class _Gen:
     """Recursive descent over the tokens, Excel's precedence from loosest: comparison, &, + -, * /, ^, %,
-    unary minus, reference. Each method returns a closure ``f(ev, sheet, row) -> value``."""
+    unary minus, reference. Each method returns a node ``(source, kind)`` of Python source over ``ev`` (the
+    Evaluator), ``s`` (the sheet), ``R`` (the row digits), ``g`` (the sheet's grid) and ``P`` (the constants);
+    kind "num" is a float for sure, "ref" a reference (then the node has a third item: its source as a number).
+    The source is Python only we write: every constant of the text goes into ``P``, never into the source."""
 
     def __init__(self, text: str):
         self.toks = _tokens(text)
         self.i = 0
+        self.params: list = []
+        self.temps = 0
 
-    def compile(self):
-        f = self.comparison()
+    def source(self) -> tuple[str, list]:
+        e = self.comparison()
         if self.i != len(self.toks):
             raise Unsupported("trailing tokens")
-        return f
+        return f"def _f(ev, s, g, R, P):\n    return {e[0]}\n", self.params
+
+    def param(self, value) -> str:
+        self.params.append(value)
+        return f"P[{len(self.params) - 1}]"
+
+    def tmp(self) -> str:
+        self.temps += 1
+        return f"_t{self.temps}"
+
+    def num(self, e) -> str:
+        if e[1] == "num":
+            return e[0]
+        if e[1] == "ref":
+            return e[2]
+        t = self.tmp()
+        return f"({t} if type({t} := {e[0]}) is float else _num({t}))"
+
+    def truth(self, e) -> str:
+        t = self.tmp()
+        return f"({t} if type({t} := {e[0]}) is bool else _truth({t}))"
 
     def peek(self):
         return self.toks[self.i][:2] if self.i < len(self.toks) else (None, None)
@@ -487,13 +596,15 @@ class _Parser:
             if op is None:
                 return f
             g = self.concat()
-            f = (lambda a, b, op: lambda ev, s, r: _compare(op, a(ev, s, r), b(ev, s, r)))(f, g, op)
+            a, b = self.tmp(), self.tmp()  # two numbers compare in Python; anything else by Excel's order
+            f = (f"({a} {_PY_OP[op]} {b} if (type({a} := {f[0]}) is float) & (type({b} := {g[0]}) is float) "
+                 f"else _compare({op!r}, {a}, {b}))", "any")
 
     def concat(self):
         f = self.additive()
         while self.take_op(("&",)):
             g = self.additive()
-            f = (lambda a, b: lambda ev, s, r: _text(a(ev, s, r)) + _text(b(ev, s, r)))(f, g)
+            f = (f"(_text({f[0]}) + _text({g[0]}))", "any")
         return f
 
     def additive(self):
@@ -503,10 +614,7 @@ class _Parser:
             if op is None:
                 return f
             g = self.term()
-            if op == "+":
-                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) + _num(b(ev, s, r)))(f, g)
-            else:
-                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) - _num(b(ev, s, r)))(f, g)
+            f = (f"({self.num(f)} {op} {self.num(g)})", "num")
 
     def term(self):
         f = self.power()
@@ -515,29 +623,25 @@ class _Parser:
             if op is None:
                 return f
             g = self.power()
-            if op == "*":
-                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) * _num(b(ev, s, r)))(f, g)
-            else:
-                f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) / _num(b(ev, s, r)))(f, g)
+            f = (f"({self.num(f)} {op} {self.num(g)})", "num")
 
     def power(self):
         f = self.percent()
         while self.take_op(("^",)):
             g = self.percent()
-            f = (lambda a, b: lambda ev, s, r: _num(a(ev, s, r)) ** _num(b(ev, s, r)))(f, g)
+            f = (f"({self.num(f)} ** {self.num(g)})", "any")  # a negative base's fraction power is complex
         return f
 
     def percent(self):
         f = self.unary()
         while self.take_op(("%",)):
-            f = (lambda a: lambda ev, s, r: _num(a(ev, s, r)) / 100.0)(f)
+            f = (f"({self.num(f)} / 100.0)", "num")
         return f
 
     def unary(self):
         op = self.take_op(("-", "+"))
         if op == "-":
-            g = self.unary()
-            return lambda ev, s, r: -_num(g(ev, s, r))
+            return (f"(-{self.num(self.unary())})", "num")
         if op == "+":
             return self.unary()
         return self.atom()
@@ -550,17 +654,15 @@ class _Parser:
         if kind == "num":
             const, pat = _with_row(val)
             if pat is None:
-                x = float(const)
-                return lambda ev, s, r: x
-            return lambda ev, s, r: float(pat.replace("#", r))
+                return (self.param(float(const)), "num")
+            return (f"float({self.param(pat)}.replace('#', R))", "num")
         if kind == "str":
             const, pat = _with_row(val[1:-1].replace('""', '"'))
             if pat is None:
-                return lambda ev, s, r: const
-            return lambda ev, s, r: pat.replace("#", r)
+                return (self.param(const), "any")
+            return (f"{self.param(pat)}.replace('#', R)", "any")
         if kind == "bool":
-            b = val.upper() == "TRUE"
-            return lambda ev, s, r: b
+            return ("True" if val.upper() == "TRUE" else "False", "any")
         if kind == "ref":
             return self.reference(m)
         if kind == "fn":
@@ -572,42 +674,45 @@ class _Parser:
             return f
         raise Unsupported(f"unexpected {val!r}")
 
+    def row_int(self, row: str) -> str:
+        if row == "#":
+            return "int(R)"
+        if "#" in row:
+            return f"int({self.param(row)}.replace('#', R))"
+        return self.param(int(row))
+
     def reference(self, m: re.Match):
         sheet = m.group("qs")
         sheet = sheet.replace("''", "'") if sheet is not None else m.group("us")
         if sheet is not None and "#" in sheet:
             raise Unsupported("a sheet name holding the row number")
+        if sheet is None:
+            grid, name = "g", "s"
+        else:
+            name = self.param(sheet)
+            grid = f"ev.grid({name})"
         a = _SPLIT.fullmatch(m.group("a"))
         col, row = a.group(1).upper(), a.group(2)
         if m.group("b") is None:
             if row == "#":  # the cell's own row: most references of a bill's row formulas
-                if sheet is None:
-                    return lambda ev, s, r: ev.value(s, col, r)
-                return lambda ev, s, r: ev.value(sheet, col, r)
-            if "#" in row:
-                if sheet is None:
-                    return lambda ev, s, r: ev.value(s, col, row.replace("#", r))
-                return lambda ev, s, r: ev.value(sheet, col, row.replace("#", r))
+                key = f"{self.param(col)} + R"
+            elif "#" in row:
+                key = f"{self.param(col)} + {self.param(row)}.replace('#', R)"
+            else:
+                key = self.param(col + row)
+            v, k = self.tmp(), self.tmp()
             if sheet is None:
-                return lambda ev, s, r: ev.value(s, col, row)
-            return lambda ev, s, r: ev.value(sheet, col, row)
+                look, slow = f"g.get({k} := {key}, _M)", f"ev.slow(g, s, {k}, {v})"
+            else:
+                gt = self.tmp()
+                look, slow = (f"({gt} := {grid}).get({k} := {key}, _M)", f"ev.slow({gt}, {name}, {k}, {v})")
+            return (f"({v} if type({v} := {look}) is float else {slow})", "ref",
+                    f"({v} if type({v} := {look}) is float else _num({slow}))")
         b = _SPLIT.fullmatch(m.group("b"))
         c1, c2 = sorted((_col_number(col), _col_number(b.group(1).upper())))
-        cols = [_col_letters(c) for c in range(c1, c2 + 1)]
-        row2 = b.group(2)
-
-        def rng(ev, s, r):
-            r1 = int(row.replace("#", r))
-            r2 = int(row2.replace("#", r))
-            if r1 > r2:
-                r1, r2 = r2, r1
-            if (r2 - r1 + 1) * len(cols) > MAX_RANGE:
-                raise Unsupported("range too large")
-            sh = s if sheet is None else sheet
-            value = ev.value
-            return [value(sh, c, str(n)) for n in range(r1, r2 + 1) for c in cols]
-
-        return rng
+        cols = tuple(_col_letters(c) for c in range(c1, c2 + 1))
+        return (f"_range(ev, {grid}, {name}, {self.param(cols)}, {self.row_int(row)}, {self.row_int(b.group(2))})",
+                "list")
 
     def function(self, name: str):
         if name not in _FUNCS:
@@ -616,7 +721,7 @@ class _Parser:
         if not self.take_op((")",)):
             while True:
                 if self.peek() in (("op", ","), ("op", ")")):
-                    args.append(lambda ev, s, r: None)  # an omitted argument
+                    args.append(("None", "any"))  # an omitted argument
                 else:
                     args.append(self.comparison())
                 if self.take_op((")",)):
@@ -626,30 +731,14 @@ class _Parser:
         if name == "IF":
             if not 1 <= len(args) <= 3:
                 raise Unsupported("IF arity")
-            cond, yes = args[0], args[1] if len(args) > 1 else (lambda ev, s, r: True)
-            no = args[2] if len(args) > 2 else (lambda ev, s, r: False)
-            return lambda ev, s, r: yes(ev, s, r) if _truth(cond(ev, s, r)) else no(ev, s, r)
+            yes = args[1][0] if len(args) > 1 else "True"
+            no = args[2][0] if len(args) > 2 else "False"
+            return (f"({yes} if {self.truth(args[0])} else {no})", "any")
         if name == "IFERROR":
             if len(args) != 2:
                 raise Unsupported("IFERROR arity")
-            x, alt = args
-
-            def iferror(ev, s, r):
-                try:
-                    v = x(ev, s, r)
-                except (_Raise, ZeroDivisionError, OverflowError, ValueError):
-                    return alt(ev, s, r)
-                return alt(ev, s, r) if type(v) is XlError else v
-
-            return iferror
+            return (f"_iferror(lambda: {args[0][0]}, lambda: {args[1][0]})", "any")
         if name in ("ROUND", "ROUNDUP", "ROUNDDOWN") and len(args) == 2:  # the commonest calls, without _call
-            a0, a1 = args
             mode = {"ROUND": "half-up", "ROUNDUP": "up", "ROUNDDOWN": "down"}[name]
-            return lambda ev, s, r: _round(_num(a0(ev, s, r)), _num(a1(ev, s, r)), mode)
-        if len(args) == 1:
-            a0 = args[0]
-            return lambda ev, s, r: _call(name, [a0(ev, s, r)])
-        if len(args) == 2:
-            a0, a1 = args
-            return lambda ev, s, r: _call(name, [a0(ev, s, r), a1(ev, s, r)])
-        return lambda ev, s, r: _call(name, [a(ev, s, r) for a in args])
+            return (f"_round({self.num(args[0])}, {self.num(args[1])}, {mode!r})", "num")
+        return (f"_call({name!r}, [{', '.join(a[0] for a in args)}])", "any")

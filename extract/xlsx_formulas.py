@@ -12,6 +12,7 @@ the SheetCells a cached value would have given: numbers go through the same numb
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Callable
 
 from .blocks import SheetCell
@@ -20,13 +21,10 @@ from .formula import Evaluator, Formula, Unsupported, XlError
 __all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
 
 
-class Pending:
-    """A formula cell without a cached value: column letters, row digits, style index, formula text (no ``=``)."""
-
-    __slots__ = ("col", "row", "sid", "text")
-
-    def __init__(self, col: str, row: str, sid: int, text: str):
-        self.col, self.row, self.sid, self.text = col, row, sid, text
+def Pending(col: str, row: str, sid: int, text: str) -> Formula:
+    """A formula cell without a cached value: column letters, row digits, style index, formula text (no ``=``),
+    as the ``Formula`` the evaluator's grid holds (the regex path builds these directly)."""
+    return Formula(text, row, col, sid)
 
 
 class SheetValues:
@@ -34,19 +32,35 @@ class SheetValues:
     first use (bytes keys and fields from the regex path, str from the element path); ``get`` converts one."""
 
     def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
-                 decode: Callable[[bytes], str] | None = None):
+                 decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None):
         self._build = build
+        self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
+        self._number_cells = None
         self._cells = None
         self._strings = strings
         self._binary = binary
         self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
-        self._formulas = {p.col + p.row: p.text for p in pending}  # already decoded
+        self._formulas = {p.col + p.row: p for p in pending}  # Formula objects, their text decoded
+
+    def prefill(self) -> dict:
+        """The evaluator's first grid of this sheet: every number at once, and each pending formula."""
+        g = dict(self._numbers_of())
+        g.update(self._formulas)
+        return g
+
+    def _numbers_of(self) -> dict:
+        if self._number_cells is None:
+            self._number_cells = self._numbers() if self._numbers is not None else {}
+        return self._number_cells
 
     def get(self, col: str, row: str):
         key = col + row
-        text = self._formulas.get(key)
-        if text is not None:
-            return Formula(text, row)
+        formula = self._formulas.get(key)
+        if formula is not None:
+            return formula
+        number = self._numbers_of().get(key)
+        if number is not None:  # (the regex path's raw entries leave the plain numbers out)
+            return number
         if self._cells is None:
             self._cells = self._build()
             self._build = None
@@ -97,28 +111,38 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             raise Unsupported(f"no sheet {sheet}")
         return values.get(col, row)
 
-    ev = Evaluator(cell, {title: values.get for title, values, _ in sheets})
+    ev = Evaluator(cell, {title: values.prefill for title, values, _ in sheets})
     out: dict[str, list[SheetCell]] = {}
     computed = shown = 0
     wrap = styles.wrap
+    slow = ev.slow
     for title, _, pending in sheets:
         if not pending:
             continue
         cells: list[SheetCell] = []
         numbers = []
-        for p in sorted(pending, key=lambda p: int(p.row)):
-            r0, c0 = int(p.row) - 1, _col0(p.col)
+        g = ev.grid(title)
+        rows = list(map(int, [p.row for p in pending]))
+        if any(map(int.__gt__, rows, rows[1:])):  # (document order is row order but for a malformed sheet)
+            pending = [p for _, _, p in sorted(zip(rows, itertools.count(), pending))]
+        for p in pending:
+            key = p.col + p.row
+            v = g.get(key)  # p itself, or its value if another formula needed it first
             try:
-                v = ev.compute(title, p.col, p.row, p.text)
+                if v is None or type(v) is Formula:
+                    v = slow(g, title, key, p)
             except Unsupported:
+                r0, c0 = int(p.row) - 1, _col0(p.col)
                 cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
                 shown += 1
                 continue
             computed += 1
             t = type(v)
             if t is float or t is int:
-                numbers.append((p.col.encode(), p.row.encode(), str(p.sid).encode(), b"", b"%.15g" % v))
-            elif t is str:
+                numbers.append((str(p.sid).encode(), p.col.encode(), p.row.encode(), b"%.15g" % v))
+                continue
+            r0, c0 = int(p.row) - 1, _col0(p.col)
+            if t is str:
                 if v:
                     cells.append(SheetCell(r0, c0, v, "string", p.sid in wrap))
             elif t is bool:
@@ -126,10 +150,10 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             elif t is XlError:
                 cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
         if numbers:
-            rowmap = {r: int(r) - 1 for _, r, _, _, _ in numbers}
-            colmap = {c: _col0(c.decode()) for c in {n[0] for n in numbers}}
-            ids = {s: int(s) for _, _, s, _, _ in numbers}
-            cells += cells_of(numbers, [], rowmap, colmap, ids, [], styles, epoch)
+            rowmap = {r: int(r) - 1 for _, _, r, _ in numbers}
+            colmap = {c: _col0(c.decode()) for c in {n[1] for n in numbers}}
+            ids = {s: int(s) for s in {n[0] for n in numbers}}
+            cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch)
         out[title] = cells
     return out, computed, shown
 

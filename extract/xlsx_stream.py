@@ -22,6 +22,7 @@ strings) go through ElementTree's expat, which never loads a DTD or an external 
 from __future__ import annotations
 
 import itertools
+import operator
 import posixpath
 import re
 
@@ -30,6 +31,7 @@ import xml.etree.ElementTree as ET
 from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
 from .numfmt import format_all, format_value, formatter, general
 from .ooxml import Package
+from .formula import Formula
 from .xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_warnings
 from .xlsx_setup import hf_text, page_setup
 
@@ -39,6 +41,7 @@ XDR = "http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing"
 A_NS = "http://schemas.openxmlformats.org/drawingml/2006/main"
 _ROW, _C, _V, _F, _IS, _T, _R, _RPH = (f"{{{NS}}}{t}" for t in ("row", "c", "v", "f", "is", "t", "r", "rPh"))
 _DIGITS = "0123456789"
+_FIRST = operator.itemgetter(0)
 _TRUE = ("1", "true")
 WHOLE_PART = 32 << 20  # uncompressed bytes up to which a part is parsed in one go
 
@@ -90,7 +93,11 @@ def unescape_all(items: list[bytes]) -> list[str]:
     as the element path's parse does.)"""
     if not items:
         return []
-    try:
+    try:  # one text node, split at a private-use character (no element per item); any text holding that
+        # character itself gives more parts than items, and the element per item below
+        parts = (ET.fromstring(b"<x>" + b"\xee\x80\x80".join(items) + b"</x>").text or "").split("\ue000")
+        if len(parts) == len(items):
+            return parts
         return [t.text or "" for t in ET.fromstring(b"<x><t>" + b"</t><t>".join(items) + b"</t></x>")]
     except ET.ParseError:  # an entity XML does not define: one at a time, the known ones decoded
         return [_ENTITY.sub(_entity, x.decode()) for x in items]
@@ -383,14 +390,17 @@ _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with 
 _DEFAULT_HEIGHT = re.compile(rb'<(?:\w+:)?sheetFormatPr\b[^>]*?\bdefaultRowHeight="([^"]*)"')
 _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
-# (group 7: a plain inline string, as openpyxl writes every string)
+# (group 7: a plain inline string, as openpyxl writes every string). The formula element: a greedy scan to its
+# first ">" then its text, before the self-closing form: a lazy "[^>]*?/>" first tried "/>" at every character of
+# the attributes (LibreOffice writes aca="false" on each), half the time of the whole match
 _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
-                   rb'(?:/>|>(<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?'
+                   rb'(?:/>|>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?'
                    rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
 # the commonest shapes in one pattern (see _cells_of): a shared string (group 4), an empty cell (no value; its
 # column still counts for the sheet's width), a number (group 5; cached values of formulas too)
+_OTHER_TYPE = re.compile(rb' t="(?!s"|n")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
 _SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
-                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>)?<v>([^<]+)</v></c>)')
+                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]+)</v></c>)')
 
 
 def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styles, epoch):
@@ -442,25 +452,34 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
         view.row_dimensions.update({int(r): dims[a] for r, a in rows if a in dims})
     total = body.count(b"<c")  # every cell (sheetData holds no other element starting so; <c> was refused)
     # inline strings (openpyxl writes every string so) never match the common shapes: straight to the general one
-    common = _SN_CELL.findall(body) if b"<is>" not in body else []
+    # nor does a cell of another type with content (LibreOffice's t="str" formula results): one search saves
+    # a whole findall that would fall short
+    common = _SN_CELL.findall(body) if b"<is>" not in body and _OTHER_TYPE.search(body) is None else []
     pending: list = []
     if len(common) == total:  # the commonest shapes are all there is
         rest: list = []
         sst = common
         values = SheetValues(lambda: {c + r: (b"s" if si else b"n", si or num or None, None)
-                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape)
+                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape,
+                             lambda: {(c + r).decode(): float(num) for c, r, _, si, num in sst if num})
+        strs = [(c, r, s, si) for c, r, s, si, _ in common if si]
+        nums = [(s, c, r, num) for c, r, s, _, num in common if num]
     else:  # other types, formulas, inline strings, values in other spellings: the general shape, same kinds
         found = _CELL.findall(body)
         if len(found) != total:
             return None  # some cell did not match the general shape either (rich inline strings, CDATA …)
         if b"<f" in body:
             pending = _pending(found)
-        common = [(c, r, s, v if t == b"s" else b"", v if t == b"n" or not t else b"")
-                  for c, r, s, t, _, v, _ in found]
+        common = found  # (column, row, style first, as in _SN_CELL's)
+        strs = [(c, r, s, v) for c, r, s, t, _, v, _ in found if t == b"s" and v]
+        nums = [(s, c, r, v) for c, r, s, t, _, v, _ in found if v and (t == b"n" or not t)]
         rest = [(c, r, s, t, v or inl) for c, r, s, t, _, v, inl in found
                 if (v or inl) and t and t != b"s" and t != b"n"]
-        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found},
-                             strings, True, pending, unescape)
+        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
+                                      if not v or (t and t != b"n")},  # numbers: in the lambda below
+                             strings, True, pending, unescape,
+                             lambda: {(c + r).decode(): float(v) for c, r, _, t, _, v, _ in found
+                                      if v and (not t or t == b"n")})
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -472,11 +491,11 @@ def _fast_cells(data: bytes, view: _SheetView, strings: list[str], styles: _Styl
     ids = {str(i).encode(): i for i in range(nstyles)}
     ids[b""] = 0
     try:
-        cells = _cells_of(common, rest, rowmap, colmap, ids, strings, styles, epoch)
+        cells = _cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch)
     except KeyError:  # a row or style spelled otherwise (r="07", s="01") or out of range: maps from the cells
         rowmap = {r: int(r) - 1 for r in {x[1] for part in (common, rest) for x in part}}
         ids = {s: int(s) if s else 0 for s in {x[2] for part in (common, rest) for x in part}}
-        cells = _cells_of(common, rest, rowmap, colmap, ids, strings, styles, epoch)
+        cells = _cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch)
     return cells, max_col, rest_xml, values, pending
 
 
@@ -485,21 +504,20 @@ def _pending(found: list) -> list[Pending]:
     LibreOffice stores ="" results, has one: the empty string). Shared formulas are left to openpyxl, which
     translates a shared formula to each cell of its range."""
     cells = [(c, r, s, f) for c, r, s, t, f, v, inl in found if f and not v and not inl and t != b"str"]
-    bodies = []
-    for _, _, _, f in cells:
-        head = f.find(b">")
-        if f.endswith(b"/>") or b'"shared"' in f[:head]:
-            raise NeedsOpenpyxl("shared formula without a cached value")
-        bodies.append(f[head + 1: f.rindex(b"</")])
-    texts = unescape_all(bodies)
-    return [Pending(c.decode(), r.decode(), int(s) if s else 0, text) for (c, r, s, _), text in zip(cells, texts)]
+    heads = [f[: f.find(b">") + 1] for _, _, _, f in cells]
+    if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
+        raise NeedsOpenpyxl("shared formula without a cached value")
+    bodies = [f[len(h): -4] for (_, _, _, f), h in zip(cells, heads)]  # (_CELL: the element ends with </f>)
+    escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
+    texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
+    return [Formula(text, r.decode(), c.decode(), int(s) if s else 0) for (c, r, s, _), text in zip(cells, texts)]
 
 
-def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str], styles: _Styles,
-              epoch) -> list:
-    """SheetCells of the matched cells, a kind at a time: ``common`` (column, row, style, shared-string index,
-    number) holds the shared strings, the numbers and the empty cells; numbers go style by style through
-    ``numfmt.format_all``; ``rest`` (column, row, style, type, value) one by one. Why: one Python loop body per
+def _cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str],
+              styles: _Styles, epoch) -> list:
+    """SheetCells of the matched cells, a kind at a time: ``strs`` (column, row, style, shared-string index) the
+    shared strings, ``nums`` (style, column, row, number) the numbers, style by style through
+    ``numfmt.format_all`` (sorted here, in place); ``rest`` (column, row, style, type, value) the other types. Why: one Python loop body per
     cell was ~2 µs (0.2 s for a 12k-row bill); comprehensions and C-level ``map`` over a kind take a fraction.
     The list is thus in that order, not the sheet's (nothing reads cells in order). ``ids``: style index by
     its attribute's bytes (a KeyError for one missing, as for a row missing from ``rowmap``)."""
@@ -508,14 +526,14 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
     codes, dates, durations, wrap = styles.codes, styles.dates, styles.durations, styles.wrap
     nstyles = len(codes)
     wrap_of = {s: i in wrap for s, i in ids.items()}
-    cells = [SheetCell(rowmap[r], colmap[c], strings[int(v)], "string", wrap_of[s]) for c, r, s, v, _ in common if v]
+    cells = [SheetCell(rowmap[r], colmap[c], strings[int(v)], "string", wrap_of[s]) for c, r, s, v in strs]
     if "" in strings:
         cells = [c for c in cells if c.v]
     append = cells.append
-    styles_used = {s for _, _, s, _, v in common if v}
-    for style in styles_used:
+    nums.sort(key=_FIRST)  # style by style: one sort in C, not one pass over the cells per style
+    for style, same in itertools.groupby(nums, _FIRST):
         sid = ids[style]
-        group = [(c, r, v) for c, r, s, _, v in common if v and s == style]
+        group = [(c, r, v) for _, c, r, v in same]
         if sid in dates:  # dates and durations: one by one
             code = codes[sid] if sid < nstyles else "General"
             for c, r, v in group:
@@ -550,9 +568,14 @@ def _cells_of(common: list, rest: list, rowmap: dict, colmap: dict, ids: dict, s
         cells += [SheetCell(rowmap[r], colmap[c], t, "number") for (c, r, _), t in zip(group, texts)]
     escaped = [x[4] for x in rest if b"&" in x[4]]
     plain = iter(unescape_all(escaped))
-    for c, r, s, t, v_b in rest:
+    texts = [next(plain) if b"&" in x[4] else x[4].decode() for x in rest]
+    # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
+    cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
+              if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
+    for (c, r, s, t, _), v in zip(rest, texts):
+        if t == b"inlineStr" or t == b"str":
+            continue
         r0, c0, sid = rowmap[r], colmap[c], ids[s]
-        v = next(plain) if b"&" in v_b else v_b.decode()
         if t == b"str":
             append(SheetCell(r0, c0, v, "string", sid in wrap))
         elif t == b"b":
@@ -720,7 +743,8 @@ def _sheet_elements(pkg: Package, part: str, view: _SheetView, strings: list[str
             view.drawing = el.get(f"{{{R_NS}}}id")
     view.max_column = max(1, max_col)
     view.row_breaks, view.col_breaks = _Breaks(row_breaks), _Breaks(col_breaks)
-    return cells, merges, SheetValues(lambda: raw, strings, False, pending), pending
+    return cells, merges, SheetValues(lambda: raw, strings, False, pending, None,
+                                      lambda: {k: float(v) for k, (t, v, _) in raw.items() if v and t == "n"}), pending
 
 
 def _col_letters(n: int) -> str:

@@ -172,3 +172,52 @@ def test_shared_formula_without_values_goes_to_openpyxl(tmp_path):
     assert x.engine == "openpyxl"
     cells = _cells([b for b in read_xlsx_openpyxl(str(out))])
     assert [cells[("Sheet", r, 2)][0] for r in range(3)] == ["2.5", "5", "7.5"]
+
+
+def test_formulas_of_one_shape_share_one_code_object():
+    """Speed (issue 17 item 12): a bill's subtotals differ in their constants only (SUM(H3:H202), SUM(H204:H403)):
+    one compiled function serves them all, each with its own constants, and each computes its own range."""
+    from tender_pool.extract import formula
+
+    cells = {f"S!H{r}": float(r) for r in range(1, 500)}
+    ev = _book(cells)
+    assert ev.evaluate("SUM(H3:H202)", "S", "203") == sum(range(3, 203))
+    assert ev.evaluate("SUM(H204:H403)", "S", "404") == sum(range(204, 404))
+    (f1, p1), (f2, p2) = formula._compile("SUM(H3:H202)"), formula._compile("SUM(H204:H403)")
+    assert f1 is f2 and p1 != p2
+    assert formula._compile("\"小计\"&1&\"(第\"&3")[0] is formula._compile("\"合计\"&7&\"(第\"&9")[0]
+
+
+def test_round_equals_rounding_the_15_digit_text():
+    """ROUND/ROUNDUP/ROUNDDOWN decide from the float itself away from ties and integers (speed): the same as
+    rounding the value's 15-significant-digit text, on ties, decimals and a bill's products."""
+    import math
+    import random
+
+    from tender_pool.extract.formula import _round
+
+    def by_text(x, digits, mode):
+        q = 10.0 ** int(digits)
+        y = float(f"{abs(x) * q:.15g}")
+        n = math.floor(y + 0.5) if mode == "half-up" else math.ceil(y) if mode == "up" else math.floor(y)
+        r = n / q if q >= 1 else n * (1 / q)
+        return -r if x < 0 else r
+
+    rng = random.Random(12)
+    xs = [2.675, 1.005, -2.5, 0.285, 1.15, 8.345, 1e-20, 0.1 + 0.2, 999999999999.995, 4.35 * 100 / 100]
+    xs += [round(rng.uniform(-1e5, 1e5), rng.randint(0, 5)) for _ in range(3000)]
+    xs += [round(rng.uniform(1, 5000), 3) * round(rng.uniform(10, 900), 2) for _ in range(3000)]
+    for x in xs:
+        for digits in (0, 1, 2, 3, -1):
+            for mode in ("half-up", "up", "down"):
+                assert _round(x, digits, mode) == by_text(x, digits, mode), (x, digits, mode)
+
+
+def test_unescape_all_splits_one_text_node_and_falls_back_when_a_text_holds_the_separator():
+    """The regex path decodes every formula text and inline string in one expat parse (speed): one text node split
+    at U+E000; a text holding U+E000 (raw or as a reference) takes the element-per-item parse, with the same result."""
+    from tender_pool.extract.xlsx_stream import unescape_all
+
+    assert unescape_all([b"IF(H3&gt;=1,&quot;&#22797;&quot;&amp;E3)", b"", b"a\r\nb", b""]) == [
+        'IF(H3>=1,"复"&E3)', "", "a\nb", ""]
+    assert unescape_all([b"x&#57344;y", b"z", "\ue000".encode()]) == ["x\ue000y", "z", "\ue000"]
