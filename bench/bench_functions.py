@@ -6,11 +6,12 @@
 - a job whose module is heavy to import (``fnmods/heavy.py``, ~0.4-0.5 s of CPU): as a function
   handler (imported once per slot) and as a command handler (a new interpreter importing it per
   job): jobs/s and CPU per job (supervisor + slots + their reaped job processes, and Redis apart);
-- the slots' PSS with the heavy module imported, beside the PSS right after boot.
+- the PSS of the supervisor, slots and fork servers with the heavy module imported, beside the PSS
+  right after boot (``--no-heavy``: the no-op alone, the fork servers at their smallest).
 
 Figures, not assertions; short by default (``--jobs``). The peer comparison is ``bench/compare``.
 
-    .venv/bin/python bench/bench_functions.py [--jobs 1000] [--heavy-jobs 40]
+    .venv/bin/python bench/bench_functions.py [--jobs 1000] [--heavy-jobs 40] [--no-heavy]
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from tender_pool.supervisor.keys import Keys  # noqa: E402
 from tender_pool.supervisor.types import SubmitRequest  # noqa: E402
 
 MODS = REPO / "bench" / "fnmods"
+HEAVY_MARK = "# heavy\n"
 
 
-def config(tmp: Path, sock: str) -> Path:
+def config(tmp: Path, sock: str, heavy: bool = True) -> Path:
     path = tmp / "bench.toml"
-    path.write_text(f"""
+    text = f"""
 [redis]
 url = "unix://{sock}"
 prefix = "fb"
@@ -65,7 +67,7 @@ per_user = 0
 command = ["/bin/sh", "-c", "echo {{}}"]
 timeout = 30
 per_user = 0
-[handlers.fn_heavy]
+{HEAVY_MARK}[handlers.fn_heavy]
 function = "heavy:work"
 path = ["{MODS}"]
 timeout = 60
@@ -74,21 +76,28 @@ per_user = 0
 command = ["{sys.executable}", "{MODS / 'heavy.py'}"]
 timeout = 60
 per_user = 0
-""")
+"""
+    head, _, tail = text.partition(HEAVY_MARK)
+    path.write_text(head + tail if heavy else head)
     return path
 
 
 def cpu_of(root: int) -> dict:
-    """CPU seconds of the daemon's live tree: the supervisor, the slots themselves, and the job
-    processes the slots have reaped (a fork + its child, or a spawned command)."""
-    out = {"supervisor": 0.0, "slots": 0.0, "jobs": 0.0}
+    """CPU seconds of the daemon's live tree: the supervisor, the slots themselves, their fork
+    servers, and the job processes the slots or the servers have reaped (a forked function child,
+    or a spawned command)."""
+    out = {"supervisor": 0.0, "slots": 0.0, "servers": 0.0, "jobs": 0.0}
     for p in tree([root]):
         try:
             t = p.cpu_times()
+            server = "forkserver" in " ".join(p.cmdline())
         except psutil.Error:
             continue
         if p.pid == root:
             out["supervisor"] += t.user + t.system
+        elif server:
+            out["servers"] += t.user + t.system
+            out["jobs"] += t.children_user + t.children_system
         else:
             out["slots"] += t.user + t.system
             out["jobs"] += t.children_user + t.children_system
@@ -122,6 +131,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--heavy-jobs", type=int, default=40)
+    ap.add_argument("--no-heavy", action="store_true",
+                    help="no heavy handlers: the fork servers import the no-op's module alone (bench/compare's case)")
     ap.add_argument("--log", help="write the daemon's log here (job_ran lines carry each attempt's seconds)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tp-fnbench-"))
@@ -129,7 +140,7 @@ def main() -> None:
     d = None
     try:
         log = open(args.log, "w") if args.log else subprocess.DEVNULL
-        d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock))], stderr=log, start_new_session=True)
+        d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock, not args.no_heavy))], stderr=log, start_new_session=True)
         q = Queue(connect(f"unix://{sock}"), Keys("fb", "tender_parse"))
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
@@ -142,7 +153,8 @@ def main() -> None:
             for kind in ("fn_noop", "cmd_noop"):
                 results.setdefault(kind, []).append(batch(q, kind, args.jobs, d.pid, rp.pid))
         for kind, n in (("fn_heavy", args.heavy_jobs * 5), ("cmd_heavy", args.heavy_jobs)):
-            results[kind] = [batch(q, kind, n, d.pid, rp.pid)]
+            if not args.no_heavy:
+                results[kind] = [batch(q, kind, n, d.pid, rp.pid)]
         idle, _, parts = idle_pss([d.pid], 2.0)
         load = os.getloadavg()
     finally:
@@ -152,16 +164,18 @@ def main() -> None:
         rp.terminate()
         rp.wait(10)
     print(f"function vs command handlers, 4 slots, load {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
-    print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>7} {'CPU ms/job':>11} {'= slot':>7} {'+ job':>7} {'+ sup':>6}"
-          f" {'Redis':>6}")
+    print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>7} {'CPU ms/job':>11} {'= slot':>7} {'+ srv':>6} {'+ job':>7}"
+          f" {'+ sup':>6} {'Redis':>6}")
     for kind, rs in results.items():
         for r in rs:
             p = r["part"]
-            print(f"{kind:<10} {r['n']:>5} {r['rate']:>7.0f} {r['cpu_ms']:>11.2f} {p['slots']:>7.2f} {p['jobs']:>7.2f}"
-                  f" {p['supervisor']:>6.2f} {r['redis_ms']:>6.2f}" + (f"  ({r['bad']} not completed)" if r["bad"] else ""))
-    fh, ch = results["fn_heavy"][0], results["cmd_heavy"][0]
-    print(f"heavy import: command / function CPU per job = {ch['cpu_ms'] / fh['cpu_ms']:.1f} x")
-    print(f"PSS supervisor + 4 slots: right after boot (heavy.py imported in each slot) {boot:.1f} MiB; "
+            print(f"{kind:<10} {r['n']:>5} {r['rate']:>7.0f} {r['cpu_ms']:>11.2f} {p['slots']:>7.2f} {p['servers']:>6.2f}"
+                  f" {p['jobs']:>7.2f} {p['supervisor']:>6.2f} {r['redis_ms']:>6.2f}" + (f"  ({r['bad']} not completed)" if r["bad"] else ""))
+    if not args.no_heavy:
+        fh, ch = results["fn_heavy"][0], results["cmd_heavy"][0]
+        print(f"heavy import: command / function CPU per job = {ch['cpu_ms'] / fh['cpu_ms']:.1f} x")
+    what = "no-op module" if args.no_heavy else "heavy.py"
+    print(f"PSS supervisor + 4 slots + their fork servers: right after boot ({what} imported in each server) {boot:.1f} MiB; "
           f"idle after the jobs {idle:.1f} MiB ({parts})")
 
 

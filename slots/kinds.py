@@ -31,7 +31,8 @@ import msgspec
 from tender_pool.supervisor.config import Config, HandlerConfig
 from tender_pool.supervisor.types import ErrorKind, JobError, JobRecord, Outcome
 
-from . import functions, handlers, runner
+from . import forkserver, functions, handlers, runner
+from .function_import import ImportProblem
 from .runner import RunResult
 
 _enc = msgspec.json.Encoder()
@@ -39,13 +40,15 @@ _enc = msgspec.json.Encoder()
 
 @dataclass
 class Launch:
-    """How to start one attempt: a command (``argv``, posix_spawn'ed) or a callable run in a forked
-    copy of the slot (``call``), with its stdin bytes and the environment it adds."""
+    """How to start one attempt: a command (``argv``, posix_spawn'ed), a callable run in a forked
+    copy of the slot (``call``) or a function the slot's fork server forks (``start``, given the
+    attempt's environment), with its stdin bytes and the environment it adds."""
 
     env: dict[str, str]
     stdin: bytes = b""
     argv: list[str] | None = None
     call: Callable[[], int] | None = None
+    start: Callable[[dict[str, str]], "runner.Child | forkserver.ServedChild"] | None = None  # starts it elsewhere
     file: str | None = None  # the checked input file, for the Busy report
 
 
@@ -302,38 +305,45 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
 
 class FunctionKind:
     """A function handler (``[handlers.NAME] function = "module:qualname"``, ``functions.py``): the
-    function is imported in the slot once (``preload``, before the first claim), and each attempt
-    is a forked copy of the slot calling it (``functions.function_child``), run by ``runner`` like
-    parse_markdown's child. ``log_fd`` is the slot's log stream (the child prints there)."""
+    function is imported once per slot, in the slot's fork server (``preload``, before the first
+    claim), and each attempt is a child the server forks (``forkserver.function_child``), run by
+    ``runner`` like parse_markdown's child. Every function kind of a slot shares one server."""
 
-    def __init__(self, name: str, h: HandlerConfig, cfg: Config, log_fd: int, log=None):
+    def __init__(self, name: str, h: HandlerConfig, cfg: Config, server: forkserver.ForkServer, log=None):
         self.name = name
         self.timeout = h.timeout
         self.handler = h
         self.cfg = cfg
-        self.log_fd = log_fd
+        self.server = server
         self.log = log
-        self.loaded: functions.Loaded | None = None
+        self.loaded = False
 
     def preload(self) -> None:
-        """Import the function now. Raises ``function_import.ImportProblem``."""
-        self.loaded = functions.load(self.handler)
+        """Import the function now, in the fork server. Raises ``function_import.ImportProblem``."""
+        h = self.handler
+        assert h.function is not None
+        try:
+            problem = self.server.load(self.name, h.function, h.after_fork, list(h.path))
+        except forkserver.ServerGone as e:
+            problem = f"the fork server exited: {e}"
+        if problem is not None:
+            raise ImportProblem(problem)
+        self.loaded = True
 
     def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected:
         path = _input(job, self.cfg)  # a payload's file obeys input_roots, as for a command
         if isinstance(path, Rejected):
             return path
-        if self.loaded is None:
+        if not self.loaded:
             self.preload()  # the slot preloads every function before claiming; this is a safety net
-        loaded, cfg, log_fd = self.loaded, self.cfg, self.log_fd
-        assert loaded is not None
-        return Launch(env={}, call=lambda: functions.function_child(loaded, cfg, job, log_fd), file=path)
+        server, name = self.server, self.name
+        return Launch(env={}, start=lambda env: server.launch(name, job, env), file=path)
 
     def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
         return functions.conclude(res, self.timeout, self.log, job, attempt)
 
     def keep(self) -> set[int]:
-        return set()
+        return {self.server.pid} if self.server.pid else set()  # the server: the slot's child, not leftover
 
     def groups(self) -> list[int]:
         return []
@@ -342,19 +352,19 @@ class FunctionKind:
         pass  # a function's side effects are its own: it asks ctx.owns() before committing them
 
     def close(self) -> None:
-        pass
+        self.server.stop()  # shared: the first kind's close stops it, the others find it stopped
 
 
 def build(cfg: Config, base_env: dict[str, str], log=None) -> dict[str, Kind]:
     """Every kind this slot can run, by name: parse_markdown and the configured command and function
     handlers (not yet imported: the slot calls each function kind's ``preload``)."""
     out: dict[str, Kind] = {"parse_markdown": ExtractionKind(cfg)}
-    log_fd = -1
+    server: forkserver.ForkServer | None = None
     for name, h in cfg.handlers.items():
         if h.function is not None:
-            if log_fd < 0:
-                log_fd = os.dup(2)  # the slot's log stream, for what the functions print
-            out[name] = FunctionKind(name, h, cfg, log_fd, log)
+            if server is None:  # one per slot; its stdout and stderr: the slot's log stream
+                server = forkserver.ForkServer(_enc.encode(cfg), os.dup(2))
+            out[name] = FunctionKind(name, h, cfg, server, log)
         else:
             out[name] = CommandKind(name, list(h.command or ()), h.timeout, cfg, base_env)
     return out

@@ -580,7 +580,9 @@ class Slot:
         t0 = time.monotonic()
         self.spawning = True  # a parent death now would not know the child's pid: it waits for it
         try:
-            if launch.call is not None:
+            if launch.start is not None:
+                proc = launch.start({**launch.env, **env})
+            elif launch.call is not None:
                 proc = runner.fork_call(launch.call, {**launch.env, **env})
             else:
                 assert launch.argv is not None
@@ -798,12 +800,17 @@ def orphan_settle_s(cfg: Config) -> float:
 
 
 def _exited(pid: int) -> bool:
-    """Has our child ``pid`` exited? A zombie is looked at without reaping it (WNOWAIT: the runner
-    reaps it and reads its status); no such child means the runner has reaped it already."""
+    """Has the attempt ``pid`` exited? A zombie is looked at without reaping it (WNOWAIT: the runner
+    reaps it and reads its status); no such child means the runner has reaped it already, or that
+    it is the fork server's child (a function attempt), whose state /proc tells."""
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
+    except ChildProcessError:  # reaped by the runner, or not ours (a fork server's child): ask /proc
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+        except (OSError, IndexError):
+            return True
 
 
 def take_args(cfg: Config, worker_id: str, busy_ttl: int, min_lease_ms: int = 0) -> TakeArgs:

@@ -208,6 +208,7 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated system names")
     ap.add_argument("--no-scale", action="store_true", help="skip the cost-flat table")
     ap.add_argument("--no-peers", action="store_true", help="only the cost-flat table")
+    ap.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery runs (up to 120 s each)")
     a = ap.parse_args()
     a.reps = a.reps or (1 if a.quick else 3)
     a.jobs = 500 if a.quick else 2000
@@ -278,8 +279,11 @@ def peers_run(a, tmp: Path, sock: str, redis_pid: int) -> None:
             except (Timeout, subprocess.CalledProcessError) as e:
                 print(f"  {s.name} failed in this repetition: {e}", flush=True)
                 s.stop()
-    print("recovery: SIGKILL of the worker running a 3 s job", flush=True)
     rec: dict[str, list[dict]] = {s.name: [] for s in systems}
+    if a.no_recovery:
+        report(systems, res, rec, a, floors)
+        return
+    print("recovery: SIGKILL of the worker running a 3 s job", flush=True)
     counters.r.flushall()
     peers = [s for s in systems if not isinstance(s, Ours)]
     def guarded(s, mode: str) -> None:
@@ -336,12 +340,14 @@ def report(systems, res, rec, a, floors: dict[str, list[float]]) -> None:
             cells.append(f"{fmt(xs, nd):>{c}}")
             if xs:
                 meds[n] = statistics.median(xs)
-        peers = {n: v for n, v in meds.items() if n != "tender-pool"}
-        ratio = ""
-        if "tender-pool" in meds and peers:
-            bn = best(peers, key=peers.get)
-            if peers[bn]:
-                ratio = f"{meds['tender-pool'] / peers[bn]:.2f} ({bn})"
+        peers = {n: v for n, v in meds.items() if not n.startswith("tender-pool")}
+        ratios = []
+        for ours in ("tender-pool", "tender-pool-fn"):  # commands; function handlers
+            if ours in meds and peers:
+                bn = best(peers, key=peers.get)
+                if peers[bn]:
+                    ratios.append(f"{'fn ' if ours.endswith('-fn') else ''}{meds[ours] / peers[bn]:.2f} ({bn})")
+        ratio = "; ".join(ratios)
         print(f"{label:<{w0}}" + "".join(f" {x}" if len(x) >= c else x for x, c in zip(cells, cols)) + f"   {ratio}")
     print("\nthe job bodies alone, 4 at a time (xargs -P 4, no pool), jobs/s: no-op " + fmt(floors["noop"])
           + ", 10 ms " + fmt(floors["sleep10"]) + "; ours first → last as a share of it: no-op "

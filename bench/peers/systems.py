@@ -343,9 +343,29 @@ def enqueue_many(q, reqs: list, chunk: int = 1000) -> None:
         q.r = real
 
 
+class OursFn(Ours):
+    """tender-pool with function handlers (``jobs_fn.py``): the peers' job bodies as Python
+    functions, each job a forked child of its slot's fork server, in a process group of its own."""
+
+    name = system = "tender-pool-fn"
+    label = "tender-pool 4 slots (function handler, a fork per job)"
+
+    def write_config(self) -> Path:
+        sys.path.insert(0, str(REPO / "bench"))
+        import pool_toml
+
+        path = pool_toml.write(self.tmp / "ours-fn.toml", self.sock, "bench", "bench-ours", self.tmp)
+        here = Path(__file__).resolve().parent
+        fns = "".join(f'[handlers.{k}]\nfunction = "jobs_fn:{k}"\npath = ["{here}"]\ntimeout = 30\n'
+                      for k in ("noop", "sleep10", "long"))
+        path.write_text(path.read_text().replace(pool_toml.HANDLERS, "\n" + fns))
+        return path
+
+
 def all_systems(sock: str, tmp: Path) -> list:
     return [
         Ours("tender-pool", sock, tmp),
+        OursFn("tender-pool-fn", sock, tmp),
         Dramatiq("dramatiq", sock, tmp),
         Celery("celery", sock, tmp),
         Rq("rq", sock, tmp),

@@ -17,6 +17,12 @@ from tender_pool.slots import runner
 from .fnhelp import client_of, fn_handlers, record
 
 
+def server_slot(server: int) -> int:
+    """The slot whose fork server ``server`` is (a function attempt's parent)."""
+    assert "forkserver" in " ".join(psutil.Process(server).cmdline())
+    return psutil.Process(server).ppid()
+
+
 def gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -31,8 +37,8 @@ def test_timeout_cancel_escape_and_blocked_term(h):
     j = h.submit(kind="hang", user="t", payload={"record": str(h.records)})
     wait_until(lambda: (h.records / f"{j}.1.start").exists(), 15, what="hang started")
     st = record(h, f"{j}.1.start")
-    # it runs in a forked child of the slot, in its own session and process group
-    assert st["pgid"] == st["pid"] == st["sid"] and st["ppid"] in h.daemons[0].slot_pids()
+    # it runs in a child forked by its slot's fork server, in its own session and process group
+    assert st["pgid"] == st["pid"] == st["sid"] and server_slot(st["ppid"]) in h.daemons[0].slot_pids()
     # When its timeout passes, Then the group is killed, grandchild included: timeout, not retried
     job = h.wait_state(j, states=("failed",), timeout=15)
     assert job.error.kind == "timeout" and job.attempts == 1
@@ -51,9 +57,10 @@ def test_timeout_cancel_escape_and_blocked_term(h):
     e = h.submit(kind="escape", user="e", payload={"record": str(h.records), "hang": True})
     wait_until(lambda: (h.records / f"{e}.1.start").exists(), 15, what="escape started")
     est = record(h, f"{e}.1.start")
-    # the exec'd escapee carries the attempt's marker; the forked one (no exec) is the slot's orphan
+    # the exec'd escapee carries the attempt's marker
     assert est["escaped"] in runner.find_marked("TENDER_POOL_ATTEMPT", est["attempt"])
-    assert not gone(est["forked"]) and psutil.Process(est["forked"]).ppid() == est["ppid"]  # the slot: subreaper
+    # its orphan is the slot's (the subreaper), not the fork server's, which is no subreaper
+    assert not gone(est["forked"]) and psutil.Process(est["forked"]).ppid() == server_slot(est["ppid"])
     assert h.wait_state(e, states=("failed",), timeout=15).error.kind == "timeout"
     wait_until(lambda: all(gone(p) for p in (est["pid"], est["escaped"], est["forked"])), 5, what="escapees dead")
     assert not runner.find_marked("TENDER_POOL_ATTEMPT", est["attempt"])
