@@ -14,7 +14,7 @@
 
 Timings are best of N wall times (the machine is shared: its load average is printed); Redis CPU is
 the server's own (``INFO cpu``) per job. ``--old REV`` also times history and the status probe as
-they were at git revision REV (``client/history.py``, ``supervisor/status_probe.py`` loaded from
+they were at git revision REV (``client/history.py``, ``client/status_probe.py`` loaded from
 it), once each: over 10⁶ finished the old history takes minutes a page.
 
     .venv/bin/python bench/bench_scale.py [--quick] [--old REV] [--only reaper]
@@ -43,11 +43,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 from tender_pool.client import Client  # noqa: E402
 from tender_pool.client import history  # noqa: E402
-from tender_pool.slots import scripts  # noqa: E402
+from tender_pool.store import scripts# noqa: E402
 from tender_pool.slots.queue import Queue, TakeArgs, Taken  # noqa: E402
-from tender_pool.supervisor.keys import Keys, Owner  # noqa: E402
-from tender_pool.supervisor.status_probe import QueueProbe  # noqa: E402
-from tender_pool.supervisor.types import JobError  # noqa: E402
+from tender_pool.store.keys import Keys, Owner  # noqa: E402
+from tender_pool.client.status_probe import QueueProbe  # noqa: E402
+from tender_pool.store.types import JobError  # noqa: E402
 
 USERS = 1000
 KINDS = ("parse_markdown", "write_section", "convert")
@@ -237,7 +237,7 @@ def seed_finished(srv: Server, k: Keys, n: int) -> tuple[float, int]:
     """n finished jobs, one per ms up to now, through on_terminal; returns (seconds, now ms)."""
     r = srv.r
     tpls = templates(srv, k)
-    lib = resources.files("tender_pool.slots").joinpath("lua").joinpath("lib.lua").read_text()
+    lib = resources.files("tender_pool.store").joinpath("lua").joinpath("lib.lua").read_text()
     sha = r.script_load(lib + "\n" + SEED)
     heads = {}
     for state, h in tpls.items():
@@ -306,7 +306,7 @@ class _Log:
 def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool) -> dict:
     """``entries`` jobs in the processing lists of ``hosts`` dead hosts (registered, their host keys
     gone), started (running: take.lua) or only claimed; one reap; seconds and what came back."""
-    from tender_pool.supervisor.config import load
+    from tender_pool.store.config import load
     from tender_pool.supervisor.reaper import Housekeeper
 
     r = srv.r
@@ -355,11 +355,11 @@ def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool) -
 
 
 def load_old(rev: str):
-    """``client/history.py`` and ``supervisor/status_probe.py`` as they were at ``rev``, as modules
+    """``client/history.py`` and ``client/status_probe.py`` as they were at ``rev``, as modules
     inside the installed packages (their relative imports resolve)."""
     out = type("Old", (), {})()
     for path, pkg, name in (("client/history.py", "tender_pool.client", "_old_history"),
-                            ("supervisor/status_probe.py", "tender_pool.supervisor", "_old_status_probe")):
+                            ("client/status_probe.py", "tender_pool.supervisor", "_old_status_probe")):
         text = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], check=True, capture_output=True,
                               text=True).stdout
         f = Path(tempfile.mkdtemp()) / f"{name}.py"

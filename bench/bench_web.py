@@ -43,7 +43,7 @@ scale = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
 spec.loader.exec_module(scale)  # type: ignore[union-attr]
 
 from tender_pool.client import Client  # noqa: E402
-from tender_pool.supervisor.keys import Keys  # noqa: E402
+from tender_pool.store.keys import Keys  # noqa: E402
 
 
 def free_port() -> int:

@@ -59,12 +59,12 @@ async def run_events(run_id: str, request: Request):
 ```
 """
 
-from .client import CancelResult, Client, RunCancel, RunRetry
-from .consumer import GroupInfo, JobSnapshot
-from .context import Final, JobContext
-from .errors import BadInput, NotFound, NotReplicated, Unavailable, Undecodable
-from .history import HistoryFilter, HistoryPage
-from .models import Counts, Event, Job, Run, RunJob, RunSummary
+from tender_pool.client.client import CancelResult, Client, RunCancel, RunRetry
+from tender_pool.client.consumer import GroupInfo, JobSnapshot
+from tender_pool.store.context import Final, JobContext
+from tender_pool.client.errors import BadInput, NotFound, NotReplicated, Unavailable, Undecodable
+from tender_pool.client.history import HistoryFilter, HistoryPage
+from tender_pool.client.models import Counts, Event, Job, Run, RunJob, RunSummary
 
 __all__ = [
     "BadInput",

@@ -22,17 +22,17 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 import msgspec
 import redis
 
-from tender_pool.slots import scripts
-from tender_pool.slots.connection import connect, wait_replicated
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import (MAX_RUN_ID, JobRecord, JobView, SubmitRequest, check_job_id, check_name,
+from tender_pool.store import scripts
+from tender_pool.store.connection import connect, wait_replicated
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import (MAX_RUN_ID, JobRecord, JobView, SubmitRequest, check_job_id, check_name,
                                           check_submit)
 
-from . import consumer, follow, items as _items, records
-from .run_submit import RunWriter
-from .errors import BadInput, NotFound, Unavailable, translated
-from .history import HistoryFilter, HistoryPage, query
-from .models import FINAL_RUN_STATES, Event, Job, Run, RunSummary
+from tender_pool.client import consumer, follow, items as _items, records
+from tender_pool.client.run_submit import RunWriter
+from tender_pool.client.errors import BadInput, NotFound, Unavailable, translated
+from tender_pool.client.history import HistoryFilter, HistoryPage, query
+from tender_pool.client.models import FINAL_RUN_STATES, Event, Job, Run, RunSummary
 
 _json = msgspec.json.Encoder()
 DEFAULT_RETENTION_S = 604800
@@ -113,7 +113,7 @@ class Client:
     def from_config(cls, path: str | None = None, env: Mapping[str, str] | None = None) -> "Client":
         """The config found as every command finds it (``-c``/``$TENDER_POOL_CONFIG``/…). Raises
         ``config.ConfigError``."""
-        from tender_pool.supervisor.config import load
+        from tender_pool.store.config import load
 
         return cls.for_config(load(path, env))
 
@@ -482,7 +482,7 @@ class Client:
         """The pool's status (``status --json``'s ``StatusView``): from the local daemon over its
         status socket when there is one here, else what Redis knows of every host (``counters``,
         ``pid`` and ``uptime_s`` are then null). Raises Unavailable when neither answers."""
-        from tender_pool.supervisor import status_client
+        from tender_pool.client import status_client
 
         if self.status_socket and os.path.exists(self.status_socket):
             try:
@@ -492,7 +492,7 @@ class Client:
             except status_client.StatusUnavailable:
                 pass
         if self._probe is None:
-            from tender_pool.supervisor.status_probe import QueueProbe
+            from tender_pool.client.status_probe import QueueProbe
 
             self._probe = QueueProbe(connect(self.url, min(self.socket_timeout, 2.0)), self.k, self.retention_s)
         view = status_client.read_redis_view(self._probe, self.url)
@@ -512,7 +512,7 @@ class Client:
         return self._control("drain")
 
     def _control(self, op: str, workers: int | None = None) -> str:
-        from tender_pool.supervisor import status_client
+        from tender_pool.client import status_client
 
         if not self.status_socket:
             raise Unavailable(f"{op}: no status socket configured for this client")
@@ -533,7 +533,7 @@ def _async_connect(url: str, socket_timeout: float) -> Any:
     if url.startswith("redis+cluster://"):
         from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-        from tender_pool.supervisor.config import parse_cluster_url
+        from tender_pool.store.config import parse_cluster_url
 
         return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in parse_cluster_url(url)],
                             socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
@@ -541,7 +541,7 @@ def _async_connect(url: str, socket_timeout: float) -> Any:
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel
 
-        from tender_pool.supervisor.config import parse_sentinel_url
+        from tender_pool.store.config import parse_sentinel_url
 
         nodes, service, db = parse_sentinel_url(url)
         return Sentinel(nodes, socket_timeout=socket_timeout).master_for(service, db=db, socket_timeout=socket_timeout)

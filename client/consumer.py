@@ -35,13 +35,13 @@ from typing import Any, Callable, Generator, NamedTuple
 import msgspec
 import redis
 
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import JobView
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import JobView
 
-from . import records
-from .errors import BadInput, NotFound
-from .follow import Batch
-from .models import Event, Job
+from tender_pool.client import records
+from tender_pool.client.errors import BadInput, NotFound
+from tender_pool.client.follow import Batch
+from tender_pool.client.models import Event, Job
 
 log = logging.getLogger("tender_pool.client.consumer")
 

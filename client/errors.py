@@ -23,8 +23,8 @@ from typing import Iterator
 
 import redis
 
-from tender_pool.slots.connection import NotReplicated
-from tender_pool.supervisor.types import BadInput, Undecodable
+from tender_pool.store.connection import NotReplicated
+from tender_pool.store.types import BadInput, Undecodable
 
 __all__ = ["BadInput", "NotFound", "NotReplicated", "Unavailable", "Undecodable", "translated"]
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Generator, NamedTuple
 
-from tender_pool.supervisor.keys import Keys
-from . import records
-from .errors import BadInput, NotFound
-from .models import FINAL_RUN_STATES, Event, Run, RunJob, snapshot_event
+from tender_pool.store.keys import Keys
+from tender_pool.client import records
+from tender_pool.client.errors import BadInput, NotFound
+from tender_pool.client.models import FINAL_RUN_STATES, Event, Run, RunJob, snapshot_event
 
 READ_COUNT = 200  # entries per XREAD; a full read triggers the trimming check
 STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")

@@ -41,11 +41,11 @@ from typing import Callable, Iterator
 import msgspec
 import redis
 
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import TERMINAL_STATES, BadInput, JobRecord, JobView
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import TERMINAL_STATES, BadInput, JobRecord, JobView
 
-from .errors import Undecodable
-from .records import decode_job
+from tender_pool.client.errors import Undecodable
+from tender_pool.client.records import decode_job
 
 BATCH = 500
 MAX_PAGE_SIZE = 1000

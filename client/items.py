@@ -6,7 +6,7 @@ control characters or braces (``types.check_name``) and unique in the run; a pay
 object (``types.check_payload``); at least one item. A refusal is ``BadInput`` naming the line (the
 CLI's file) or the item's 1-based position (the library's list).
 
-Input hash: ``slots/digest.py`` (one definition for the client and the attempt, which records it
+Input hash: ``store/digest.py`` (one definition for the client and the attempt, which records it
 again of what it reads: the stored hash is the attempt's). Here the file is its resolved path; a
 file we cannot read gives no hash, so the item simply runs; each distinct file is read once per
 submission (``input_hashes``). Equal hashes mean "the same work on the same bytes", whatever the
@@ -20,8 +20,8 @@ from typing import Any, Iterable
 
 import msgspec
 
-from tender_pool.slots import digest as _digest
-from tender_pool.supervisor.types import BadInput, check_name, check_payload
+from tender_pool.store import digest as _digest
+from tender_pool.store.types import BadInput, check_name, check_payload
 
 
 class Item(msgspec.Struct, forbid_unknown_fields=True):

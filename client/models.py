@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tender_pool.supervisor.types import JobError, JobView
+from tender_pool.store.types import JobError, JobView
 
 Job = JobView
 

@@ -30,11 +30,11 @@ from typing import Any, Callable, Iterator, Sequence
 import msgspec
 import redis
 
-from tender_pool.slots.connection import wait_replicated
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import BadInput, run_job_id
+from tender_pool.store.connection import wait_replicated
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import BadInput, run_job_id
 
-from . import items as _items, records
+from tender_pool.client import items as _items, records
 
 # Measured (bench/bench_run_submit.py, README "Measurements"): Redis CPU ~18 µs an item staged and
 # ~31 µs a job queued on the loaded 2-core development machine (load 16-19): ~1.9 ms a call each.

@@ -12,12 +12,12 @@ import time
 
 import msgspec
 
-from .blocks import Block, Meta
-from .deadline import Deadline
-from .errors import ExtractError, short
-from .markdown import render
-from .pages import estimate
-from .sniff import sniff
+from tender_pool.extract.blocks import Block, Meta
+from tender_pool.extract.deadline import Deadline
+from tender_pool.extract.errors import ExtractError, short
+from tender_pool.extract.markdown import render
+from tender_pool.extract.pages import estimate
+from tender_pool.extract.sniff import sniff
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 
@@ -59,24 +59,24 @@ def read_blocks(path: str, *, timeout: float | None = None, jvm_heap: str = "512
     except PermissionError:
         raise ExtractError("file_not_found", f"cannot read {path}: permission denied") from None
     if s.format == "docx":
-        from .docx import read_docx
+        from tender_pool.extract.docx import read_docx
         return read_docx(path)
     if s.format == "xlsx":
-        from .xlsx import read_xlsx
+        from tender_pool.extract.xlsx import read_xlsx
         return read_xlsx(path)
     if s.format == "pdf":
-        from .pdf import read_pdf
+        from tender_pool.extract.pdf import read_pdf
         return read_pdf(path)
     if s.format == "rtf":
-        from .rtf import read_rtf
+        from tender_pool.extract.rtf import read_rtf
         return read_rtf(path)
     if s.format == "html":
-        from .html import read_html
+        from tender_pool.extract.html import read_html
         return read_html(path, mht=s.detail == "mht")
     if s.format == "csv":
-        from .delimited import read_csv
+        from tender_pool.extract.delimited import read_csv
         return read_csv(path)
-    from .legacy import read_doc, read_xls
+    from tender_pool.extract.legacy import read_doc, read_xls
     if s.format == "doc":
         return read_doc(path, s, timeout=timeout, heap=jvm_heap, warm=jvm, timings=timings)
     if s.format == "xls":
@@ -137,7 +137,7 @@ def extract(path: str, *, timeout: float | None = None, jvm_heap: str = "512m", 
 
 
 def _has_content(blocks: list[Block]) -> bool:
-    from .blocks import Para, Sheet, TableBlock
+    from tender_pool.extract.blocks import Para, Sheet, TableBlock
 
     for b in blocks:
         if isinstance(b, Para) and b.text.strip():

@@ -22,9 +22,9 @@ import sys
 
 import msgspec
 
-from .api import extract
-from .errors import ExtractError
-from .isolated import extract_isolated
+from tender_pool.extract.api import extract
+from tender_pool.extract.errors import ExtractError
+from tender_pool.extract.isolated import extract_isolated
 
 _json = msgspec.json.Encoder()
 

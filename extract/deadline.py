@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from .errors import ExtractError
+from tender_pool.extract.errors import ExtractError
 
 
 class Deadline:

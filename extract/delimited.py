@@ -9,9 +9,9 @@ import csv
 import io
 import os
 
-from .blocks import Block, Meta, Sheet, SheetCell
-from .errors import ExtractError
-from .sniff import decode_text
+from tender_pool.extract.blocks import Block, Meta, Sheet, SheetCell
+from tender_pool.extract.errors import ExtractError
+from tender_pool.extract.sniff import decode_text
 
 
 def read_csv(path: str) -> list[Block]:

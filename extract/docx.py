@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 
-from .blocks import Block, Cell, Image, Meta, Para, Section, Table, TableBlock
-from .ooxml import Package
+from tender_pool.extract.blocks import Block, Cell, Image, Meta, Para, Section, Table, TableBlock
+from tender_pool.extract.ooxml import Package
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
@@ -407,7 +407,7 @@ def read_docx(path: str) -> list[Block]:
                     main, root = target, pkg.xml(target)
                     break
         if root is None:
-            from .errors import ExtractError
+            from tender_pool.extract.errors import ExtractError
             raise ExtractError("corrupt", "the package has no main document part")
         blocks: list[Block] = [Meta(format="docx", engine="docx-xml", pages=pkg.app_pages())]
         rels = pkg.rels(main)

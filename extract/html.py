@@ -12,9 +12,9 @@ import email.policy
 import re
 from html.parser import HTMLParser
 
-from .blocks import Block, Cell, Image, Meta, Para, Table, TableBlock
-from .errors import ExtractError
-from .sniff import decode_text
+from tender_pool.extract.blocks import Block, Cell, Image, Meta, Para, Table, TableBlock
+from tender_pool.extract.errors import ExtractError
+from tender_pool.extract.sniff import decode_text
 
 _BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "header",
           "footer", "blockquote", "pre", "dt", "dd", "title", "hr", "center", "form", "address"}

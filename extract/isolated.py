@@ -32,8 +32,8 @@ import traceback
 
 import msgspec
 
-from .api import Extraction, extract
-from .errors import ExtractError
+from tender_pool.extract.api import Extraction, extract
+from tender_pool.extract.errors import ExtractError
 
 GRACE_S = 1.0  # between SIGTERM and SIGKILL of the child's group
 _READ = 1 << 20

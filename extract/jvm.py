@@ -35,7 +35,7 @@ from typing import Callable
 
 import msgspec
 
-from .blocks import Block, End, Failure, Meta, decode_line
+from tender_pool.extract.blocks import Block, End, Failure, Meta, decode_line
 
 __all__ = ["JvmError", "WarmJvm", "run_cold", "check_archive", "jvm_dir", "java_command", "heap_error"]
 

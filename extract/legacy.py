@@ -14,10 +14,10 @@ import struct
 import subprocess
 import time
 
-from .blocks import Block, Cell, Failure, Image, Merge, Meta, Para, Sheet, SheetCell, Table, TableBlock
-from .errors import ExtractError, short
-from .numfmt import format_value
-from .sniff import Sniffed
+from tender_pool.extract.blocks import Block, Cell, Failure, Image, Merge, Meta, Para, Sheet, SheetCell, Table, TableBlock
+from tender_pool.extract.errors import ExtractError, short
+from tender_pool.extract.numfmt import format_value
+from tender_pool.extract.sniff import Sniffed
 
 ANTIWORD = "antiword"
 _NO_FALLBACK = {"encrypted", "too-large", "timeout"}
@@ -29,7 +29,7 @@ _DOC_NO_FALLBACK = {"encrypted", "timeout"}
 
 def _jvm_module():
     try:
-        from . import jvm  # written by the JVM side; absent until it lands
+        from tender_pool.extract import jvm  # written by the JVM side; absent until it lands
     except ImportError:
         return None
     return jvm
@@ -265,7 +265,7 @@ def xlrd_blocks(path: str) -> list[Block]:
 def read_xls(path: str, sniffed: Sniffed, *, timeout: float | None, heap: str, warm,
              timings: dict) -> list[Block]:
     if sniffed.format == "xls" and not sniffed.detail:
-        from .xls_stream import read_stream
+        from tender_pool.extract.xls_stream import read_stream
 
         fast = read_stream(path)  # large plain BIFF8 workbooks: one pass here instead of the JVM
         if fast is not None:

@@ -30,8 +30,8 @@ from typing import Iterable
 
 import msgspec
 
-from .blocks import Block, Cell, End, Failure, Image, Meta, Para, Sheet, Table, TableBlock
-from .errors import ExtractError
+from tender_pool.extract.blocks import Block, Cell, End, Failure, Image, Meta, Para, Sheet, Table, TableBlock
+from tender_pool.extract.errors import ExtractError
 
 COVERED = "←"  # a column covered by a horizontal merge
 EDGE_TOLERANCE = 30  # twips; Word rounds cell edges differently per row

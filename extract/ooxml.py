@@ -15,8 +15,8 @@ import zipfile
 
 from lxml import etree
 
-from .errors import ExtractError, short
-from .zipparts import MAX_PART, MAX_TOTAL, BoundedPart, check_declared, read_member
+from tender_pool.extract.errors import ExtractError, short
+from tender_pool.extract.zipparts import MAX_PART, MAX_TOTAL, BoundedPart, check_declared, read_member
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True,
                           load_dtd=False)

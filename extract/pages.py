@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 
-from .blocks import Block, Image, Meta, PageSetup, Para, Section, Sheet, TableBlock
+from tender_pool.extract.blocks import Block, Image, Meta, PageSetup, Para, Section, Sheet, TableBlock
 
 DENSITY = 1.0  # scales the word-processing line model below (fitted with BREAK_COST and ROUNDING on the whole corpus)
 BREAK_COST = 0.7  # pages a hard page break or new-page section break adds on average (its page's unused rest)

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from .blocks import Block, Cell, Image, Meta, Para, Table, TableBlock
-from .errors import ExtractError, short
+from tender_pool.extract.blocks import Block, Cell, Image, Meta, Para, Table, TableBlock
+from tender_pool.extract.errors import ExtractError, short
 
 RULE_MAX = 2.0  # a rule is at most this thick (pt)
 RULE_MIN = 4.0  # and at least this long

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from .blocks import Block, Cell, Meta, Para, Table, TableBlock
-from .errors import ExtractError, short
+from tender_pool.extract.blocks import Block, Cell, Meta, Para, Table, TableBlock
+from tender_pool.extract.errors import ExtractError, short
 
 CELL_MARK = "\ue000"
 _CELL_RE = re.compile(r"\\(?:nest)?cell(?![a-z])")

@@ -17,7 +17,7 @@ import tempfile
 
 import msgspec
 
-from .api import Extraction, extract
+from tender_pool.extract.api import Extraction, extract
 
 _enc = msgspec.json.Encoder()
 

@@ -14,8 +14,8 @@ import zlib
 
 import msgspec
 
-from .errors import ExtractError, short
-from .zipparts import read_member
+from tender_pool.extract.errors import ExtractError, short
+from tender_pool.extract.zipparts import read_member
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 HEAD_BYTES = 65536

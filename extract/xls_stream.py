@@ -24,10 +24,10 @@ from __future__ import annotations
 import datetime as dt
 import struct
 
-from .blocks import Block, Image, Merge, Meta, PageSetup, Sheet, SheetCell
-from .numfmt import formatter, is_date_format
-from .officeart import blip_types, shapes
-from .xls_strings import clean_cell, header_footer, shared_strings, xl_string
+from tender_pool.extract.blocks import Block, Image, Merge, Meta, PageSetup, Sheet, SheetCell
+from tender_pool.extract.numfmt import formatter, is_date_format
+from tender_pool.extract.officeart import blip_types, shapes
+from tender_pool.extract.xls_strings import clean_cell, header_footer, shared_strings, xl_string
 
 MIN_STREAM = 0  # every plain BIFF8 workbook the pass models (tests compare it with POI on the corpus)
 
@@ -441,7 +441,7 @@ class _Book:
 
 def _number(r: int, c: int, v) -> SheetCell:
     """A number whose XF index is out of range (damaged file): General, as POI falls back to."""
-    from .numfmt import general
+    from tender_pool.extract.numfmt import general
 
     return SheetCell(r, c, general(v), "number")
 
@@ -449,13 +449,13 @@ def _number(r: int, c: int, v) -> SheetCell:
 def _show(v, xf: int, show, nxf: int) -> str:
     if xf < nxf:
         return show[xf](v)
-    from .numfmt import general
+    from tender_pool.extract.numfmt import general
 
     return general(v)
 
 
 def _date_formatter(code: str, date1904: bool):
-    from .numfmt import format_value
+    from tender_pool.extract.numfmt import format_value
 
     base = dt.datetime(1904, 1, 1) if date1904 else dt.datetime(1899, 12, 30)
 

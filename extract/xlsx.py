@@ -23,14 +23,14 @@ import sys
 import warnings as pywarnings
 import zipfile
 
-from .blocks import Block, Merge, Meta, Sheet, SheetCell
-from .errors import ExtractError, short
-from .numfmt import format_value
-from .ooxml import Package
-from .formula import Unsupported
-from .xlsx_formulas import formula_warnings
-from .xlsx_setup import hf_text, page_setup
-from .zipparts import read_member
+from tender_pool.extract.blocks import Block, Merge, Meta, Sheet, SheetCell
+from tender_pool.extract.errors import ExtractError, short
+from tender_pool.extract.numfmt import format_value
+from tender_pool.extract.ooxml import Package
+from tender_pool.extract.formula import Unsupported
+from tender_pool.extract.xlsx_formulas import formula_warnings
+from tender_pool.extract.xlsx_setup import hf_text, page_setup
+from tender_pool.extract.zipparts import read_member
 
 _F_WITHOUT_V = re.compile(rb"<(?:\w+:)?f[ >/](?:(?!</(?:\w+:)?c>).)*?</(?:\w+:)?c>", re.S)
 
@@ -54,7 +54,7 @@ def _openpyxl_cells(wb, wb_f):
     """The evaluator's ``cell(sheet, col, row)`` over openpyxl's two loads: the cached value, else the formula."""
     from openpyxl.utils.cell import column_index_from_string
 
-    from .formula import Formula, Unsupported
+    from tender_pool.extract.formula import Formula, Unsupported
 
     def cell(sheet: str, col: str, row: str):
         try:
@@ -85,7 +85,7 @@ def read_xlsx(path: str) -> list[Block]:
 
     from lxml import etree
 
-    from .xlsx_stream import NeedsOpenpyxl, read_stream
+    from tender_pool.extract.xlsx_stream import NeedsOpenpyxl, read_stream
 
     try:
         return read_stream(path)
@@ -103,7 +103,7 @@ def _computed_cell(c, value) -> SheetCell | None:
     from openpyxl.utils.datetime import from_excel
     from openpyxl.styles.numbers import is_date_format
 
-    from .formula import XlError
+    from tender_pool.extract.formula import XlError
 
     r0, c0 = c.row - 1, c.column - 1
     if isinstance(value, bool):
@@ -146,7 +146,7 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
     except Exception as exc:  # lxml/openpyxl internals raise many types on damaged parts
         raise ExtractError("corrupt", f"unreadable workbook ({short(exc)})") from None
     blocks: list[Block] = [Meta(format="xlsx", engine="openpyxl")]
-    from .xlsx_stream import sheet_pictures
+    from tender_pool.extract.xlsx_stream import sheet_pictures
 
     try:
         pictures = sheet_pictures(path)  # openpyxl itself loads pictures only with Pillow installed
@@ -155,7 +155,7 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
     uncached = computed = 0
     evaluator = None
     if wb_f is not None:
-        from .formula import Evaluator
+        from tender_pool.extract.formula import Evaluator
         evaluator = Evaluator(_openpyxl_cells(wb, wb_f))
     for ws in wb.worksheets:
         cells: list[SheetCell] = []

@@ -15,8 +15,8 @@ import functools
 import itertools
 from typing import Callable
 
-from .blocks import SheetCell
-from .formula import Evaluator, Formula, Unsupported, XlError
+from tender_pool.extract.blocks import SheetCell
+from tender_pool.extract.formula import Evaluator, Formula, Unsupported, XlError
 
 __all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
 

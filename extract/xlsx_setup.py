@@ -6,7 +6,7 @@ the same attributes, so the page estimate sees one decoding of margins, widths, 
 
 from __future__ import annotations
 
-from .blocks import PageSetup
+from tender_pool.extract.blocks import PageSetup
 
 
 def hf_text(hf) -> str:

@@ -28,12 +28,12 @@ import re
 
 import xml.etree.ElementTree as ET
 
-from .blocks import Block, Image, Merge, Meta, Sheet, SheetCell
-from .numfmt import format_all, format_value, formatter, general
-from .ooxml import Package
-from .formula import Formula
-from .xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_warnings
-from .xlsx_setup import hf_text, page_setup
+from tender_pool.extract.blocks import Block, Image, Merge, Meta, Sheet, SheetCell
+from tender_pool.extract.numfmt import format_all, format_value, formatter, general
+from tender_pool.extract.ooxml import Package
+from tender_pool.extract.formula import Formula
+from tender_pool.extract.xlsx_formulas import Pending, SheetValues, evaluate_workbook, formula_warnings
+from tender_pool.extract.xlsx_setup import hf_text, page_setup
 
 NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"

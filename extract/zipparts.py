@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import zipfile
 
-from .errors import ExtractError
+from tender_pool.extract.errors import ExtractError
 
 MAX_PART = 256 << 20  # inflated bytes of one part
 MAX_TOTAL = 1 << 30  # inflated bytes of a whole package (declared), and read from one

@@ -1,7 +1,7 @@
 /*
  * tender-pool's job protocol, for Spin (model/README.md explains the abstraction).
  *
- * Mirrors slots/lua/*.lua as of the commit named in model/mirrors.json (their SHA-256 are recorded
+ * Mirrors store/lua/*.lua as of the commit named in model/mirrors.json (their SHA-256 are recorded
  * there; tests/model/test_mirrors.py fails when a script changes: re-check the step named below, then
  * `python model/record.py`). Each Lua script is ONE atomic block here, named `<script>.lua` in a
  * comment; every other step names the Python function it mirrors.

@@ -26,7 +26,7 @@ def sha256(path: Path) -> str:
 
 
 def lua(root: Path, name: str) -> Path:
-    return root / "slots" / "lua" / f"{name}.lua"
+    return root / "store" / "lua" / f"{name}.lua"
 
 
 def load(root: Path = ROOT) -> dict:
@@ -46,11 +46,11 @@ def stale(root: Path = ROOT) -> dict[str, tuple[str, str]]:
 
 
 def unclassified(root: Path = ROOT) -> set[str]:
-    """Scripts in slots/lua that are neither mirrored nor listed as not modelled (a new script must
+    """Scripts in store/lua that are neither mirrored nor listed as not modelled (a new script must
     be one or the other)."""
     data = load(root)
     known = set(data["scripts"]) | set(data["not_modeled"])
-    return {p.stem for p in (root / "slots" / "lua").glob("*.lua")} - known
+    return {p.stem for p in (root / "store" / "lua").glob("*.lua")} - known
 
 
 def _git(*args: str) -> str:

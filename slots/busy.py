@@ -27,11 +27,11 @@ from typing import Any, Callable
 import msgspec
 import redis
 
-from tender_pool.supervisor.config import Config
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import BusyState, JobRecord, Outcome
+from tender_pool.store.config import Config
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import BusyState, JobRecord, Outcome
 
-from . import scripts
+from tender_pool.store import scripts
 
 BUSY_MARGIN_S = 120.0
 _enc = msgspec.json.Encoder()

@@ -5,7 +5,7 @@ Why a process of its own: a fork costs in proportion to the forking process's re
 (page tables copied in the parent, copy-on-write faults and the teardown in the child). A slot is a
 fork of the supervisor — redis-py, structlog, psutil, the config, the queue — about 40 MB, and
 forking it cost ~5 ms of CPU per no-op job. The fork server is a fresh interpreter (``posix_spawn``
-of ``sys.executable``) that imports only msgspec, the shared types, ``tender_pool.client.context``
+of ``sys.executable``) that imports only msgspec, the shared types, ``tender_pool.store.context``
 (without the client package) and the platform's module: for a no-op function ~15 MB, and a fork a
 fraction of the cost. A platform module that imports much pays for what it imports, no more.
 
@@ -60,9 +60,9 @@ from typing import Any, Callable
 
 import msgspec
 
-from tender_pool.supervisor.types import ErrorKind, JobError, JobRecord
+from tender_pool.store.types import ErrorKind, JobError, JobRecord
 
-from .function_import import ImportProblem, prepend_path, resolve
+from tender_pool.slots.function_import import ImportProblem, prepend_path, resolve
 
 EXIT_RAISED = 4  # the function raised something other than Final
 EXIT_BAD_OUTPUT = 5  # its return value does not encode as JSON
@@ -485,12 +485,12 @@ def serve(slot_pid: int) -> None:
 
 
 def _preimport_context() -> None:
-    """``tender_pool.client.context`` without the client package's ``__init__`` (redis-py and the
+    """``tender_pool.store.context`` without the client package's ``__init__`` (redis-py and the
     rest: ~20 MB, ~20 ms). A module that imports ``tender_pool.client`` later gets the package in
     full, this very module included (``sys.modules``), so ``Final`` is one class either way."""
     import importlib.util
 
-    name = "tender_pool.client.context"
+    name = "tender_pool.store.context"
     client = importlib.util.find_spec("tender_pool.client")  # found, not executed
     spec = None
     for where in (client.submodule_search_locations or []) if client is not None else []:
@@ -569,10 +569,10 @@ def function_child(loaded: Loaded, config: bytes, job: JobRecord, log_fd: int) -
 
 
 def _call(loaded: Loaded, config: bytes, job: JobRecord) -> tuple[int, bytes]:
-    from tender_pool.client.context import Final, JobContext
+    from tender_pool.store.context import Final, JobContext
 
     ctx = JobContext(job.id, job.kind, job.user, job.payload, os.environ.get("TENDER_POOL_ATTEMPT", ""),
-                     job.run, job.key, client=lambda: _client(config))
+                     job.run, job.key, client=lambda: _OwnerCheck(config))
     try:
         if loaded.after is not None:
             loaded.after()
@@ -593,11 +593,22 @@ def _call(loaded: Loaded, config: bytes, job: JobRecord) -> tuple[int, bytes]:
         return EXIT_BAD_OUTPUT, _enc.encode(FunctionFailure(JobError(ErrorKind.BAD_OUTPUT.value, msg)))
 
 
-def _client(config: bytes):
-    from tender_pool.client import Client
-    from tender_pool.supervisor.config import Config
+class _OwnerCheck:
+    """What ``JobContext.owns()`` asks, on a Redis connection of the child's own (made on first use):
+    is the job record's ``token`` still this attempt's? The same read as ``Client.owns``."""
 
-    return Client.for_config(msgspec.json.decode(config, type=Config))
+    def __init__(self, config: bytes):
+        from tender_pool.store.config import Config
+        from tender_pool.store.connection import connect
+        from tender_pool.store.keys import Keys
+
+        cfg = msgspec.json.decode(config, type=Config)
+        self._r = connect(cfg.redis.url, cfg.redis.socket_timeout)
+        self._k = Keys(cfg.redis.prefix, cfg.pool.queue)
+
+    def owns(self, job_id: str, token: str) -> bool:
+        current = self._r.hget(self._k.job(job_id), "token")
+        return bool(token) and current is not None and current.decode() == token
 
 
 def _awaitable(value: Any) -> bool:

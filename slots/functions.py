@@ -22,11 +22,11 @@ from typing import Any
 
 import msgspec
 
-from tender_pool.supervisor.types import JobRecord, Outcome
+from tender_pool.store.types import JobRecord, Outcome
 
-from . import handlers
-from .forkserver import EXIT_BAD_OUTPUT, EXIT_RAISED, MESSAGE_CAP, FunctionFailure, describe
-from .runner import RunResult
+from tender_pool.slots import handlers
+from tender_pool.slots.forkserver import EXIT_BAD_OUTPUT, EXIT_RAISED, MESSAGE_CAP, FunctionFailure, describe
+from tender_pool.slots.runner import RunResult
 
 __all__ = ["EXIT_BAD_OUTPUT", "EXIT_RAISED", "MESSAGE_CAP", "FunctionFailure", "conclude", "describe"]
 

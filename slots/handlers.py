@@ -17,10 +17,10 @@ from typing import Callable
 
 import msgspec
 
-from tender_pool.supervisor.config import Config
-from tender_pool.supervisor.types import ErrorKind, HandlerFailure, HandlerInput, JobError, JobRecord, Outcome
+from tender_pool.store.config import Config
+from tender_pool.store.types import ErrorKind, HandlerFailure, HandlerInput, JobError, JobRecord, Outcome
 
-from .runner import RunResult
+from tender_pool.slots.runner import RunResult
 
 _enc = msgspec.json.Encoder()
 

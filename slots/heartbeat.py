@@ -14,7 +14,7 @@ import struct
 
 import msgspec
 
-from tender_pool.supervisor.types import Beat, SlotReport
+from tender_pool.store.types import Beat, SlotReport
 
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder(SlotReport)

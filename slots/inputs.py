@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import digest
+from tender_pool.store import digest
 
 RACY_NS = 1_000_000_000  # a file changed this recently may share a timestamp tick with a later write
 HASH_TRIES = 3  # a file that changes during every one of these reads fails the attempt before it starts

@@ -28,12 +28,12 @@ from typing import Callable, Protocol
 
 import msgspec
 
-from tender_pool.supervisor.config import Config, HandlerConfig
-from tender_pool.supervisor.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.store.config import Config, HandlerConfig
+from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
 
-from . import forkserver, functions, handlers, runner
-from .function_import import ImportProblem
-from .runner import RunResult
+from tender_pool.slots import forkserver, functions, handlers, runner
+from tender_pool.slots.function_import import ImportProblem
+from tender_pool.slots.runner import RunResult
 
 _enc = msgspec.json.Encoder()
 

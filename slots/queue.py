@@ -21,8 +21,8 @@ from typing import Any
 import msgspec
 import redis
 
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
     BadInput,
     JobError,
     JobRecord,
@@ -32,8 +32,8 @@ from tender_pool.supervisor.types import (  # noqa: F401  (decode_job, Undecodab
     decode_job,
 )
 
-from . import scripts
-from .answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
+from tender_pool.store import scripts
+from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
     BadRecord,
     Empty,
     Ended,
@@ -53,7 +53,7 @@ from .answers import (  # noqa: F401  (re-exported: callers import the answers f
     start_result,
     take_result,
 )
-from .connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
+from tender_pool.store.connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
 
 _json = msgspec.json.Encoder()
 

@@ -41,10 +41,10 @@ import msgspec
 import redis
 import setproctitle
 
-from tender_pool.supervisor import logs
-from tender_pool.supervisor.config import Config
-from tender_pool.supervisor.keys import Keys
-from tender_pool.supervisor.types import (
+from tender_pool.store import logs
+from tender_pool.store.config import Config
+from tender_pool.store.keys import Keys
+from tender_pool.store.types import (
     AttemptEnd,
     Beat,
     Busy,
@@ -58,13 +58,13 @@ from tender_pool.supervisor.types import (
     SlotExit,
 )
 
-from . import faults, inputs, kinds, runner
-from .busy import BusyTracker
-from .progress import ProgressFeed
-from .connection import NotReplicated, retry_delay
-from .function_import import ImportProblem
-from .heartbeat import Reporter
-from .queue import (
+from tender_pool.slots import faults, inputs, kinds, runner
+from tender_pool.slots.busy import BusyTracker
+from tender_pool.slots.progress import ProgressFeed
+from tender_pool.store.connection import NotReplicated, retry_delay
+from tender_pool.slots.function_import import ImportProblem
+from tender_pool.slots.heartbeat import Reporter
+from tender_pool.slots.queue import (
     BadRecord,
     Empty,
     Ended,

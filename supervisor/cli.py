@@ -18,8 +18,8 @@ from typing import Any, Iterator, NoReturn
 import click
 import msgspec
 
-from .config import Config, ConfigError, load, one_line
-from .types import MAX_PAYLOAD_DEPTH, TERMINAL_STATES
+from tender_pool.store.config import Config, ConfigError, load, one_line
+from tender_pool.store.types import MAX_PAYLOAD_DEPTH, TERMINAL_STATES
 
 TERMINAL = {s.value for s in TERMINAL_STATES}
 
@@ -103,7 +103,7 @@ def main() -> None:
 def run(config_path: str | None) -> None:
     """Run the supervisor in the foreground (what systemd runs). Exit 0 after a clean drain."""
     cfg = _config(config_path)
-    from .daemon import Supervisor
+    from tender_pool.supervisor.daemon import Supervisor
 
     sys.exit(Supervisor(cfg).run())
 
@@ -177,7 +177,7 @@ def job(job_id: str, as_json: bool, config_path: str | None) -> None:
     """Show one job: state, attempts, timings, error, result. Exit 2 if there is no such job."""
     from tender_pool.client import Undecodable
 
-    from . import render
+    from tender_pool.supervisor import render
 
     cfg = _config(config_path)
     job_id = _text_arg("job id", job_id)
@@ -210,9 +210,9 @@ EXIT_HEALTHY, EXIT_DEGRADED, EXIT_UNREACHABLE = 0, 1, 2
 
 def _status_once(cfg: Config, via_redis: bool) -> tuple[dict, str, int]:
     """(JSON dict, text, exit code) for one look at the pool."""
-    from . import render
-    from .status_client import StatusUnavailable, redis_view, request
-    from .status_protocol import StatusView
+    from tender_pool.supervisor import render
+    from tender_pool.client.status_client import StatusUnavailable, redis_view, request
+    from tender_pool.client.status_protocol import StatusView
 
     if via_redis:
         v = msgspec.to_builtins(redis_view(cfg))
@@ -257,7 +257,7 @@ def status(as_json: bool, watch: bool, interval: float, via_redis: bool, config_
 def _control(cfg: Config, op: str, workers: int | None = None):
     """Send one control request; exit 2 when no daemon answers (or we may not talk to it), 1 when
     it refuses."""
-    from .status_client import StatusUnavailable, control
+    from tender_pool.client.status_client import StatusUnavailable, control
 
     try:
         reply = control(cfg.status.socket, op, workers)
@@ -271,7 +271,7 @@ def _control(cfg: Config, op: str, workers: int | None = None):
 
 def _watch(cfg: Config, done, timeout: float | None, what: str, done_msg: str = "") -> NoReturn:
     """Poll the daemon's status until ``done(status dict)``; exit 0, or 1 after ``timeout``."""
-    from .status_client import StatusUnavailable, request
+    from tender_pool.client.status_client import StatusUnavailable, request
 
     end = time.monotonic() + timeout if timeout else None
     while True:
@@ -340,7 +340,7 @@ def history(states: tuple[str, ...], user: str | None, kind: str | None, file_pa
     """Finished jobs, newest first, from Redis (survives restarts; kept pool.result_retention seconds)."""
     from tender_pool.client.history import parse_time
 
-    from . import render
+    from tender_pool.supervisor import render
 
     cfg = _config(config_path)
     for s in states:
@@ -413,7 +413,7 @@ def runs_submit(user: str, kind: str, items_path: str, priority: str, max_parall
 @config_option
 def runs_show(run_id: str, as_json: bool, config_path: str | None) -> None:
     """A run now: state, counts, each job's id, key, state and error."""
-    from . import render
+    from tender_pool.supervisor import render
 
     cfg = _config(config_path)
     run_id = _text_arg("run id", run_id)
@@ -430,7 +430,7 @@ def runs_show(run_id: str, as_json: bool, config_path: str | None) -> None:
 def runs_watch(run_id: str, as_json: bool, since: str | None, config_path: str | None) -> None:
     """Follow a run: a snapshot, then every event, a progress bar line each, until the run ends.
     Exit 0 when it completed, 1 otherwise (partial_success, failed, cancelled, or interrupted)."""
-    from . import render
+    from tender_pool.supervisor import render
 
     cfg = _config(config_path)
     run_id = _text_arg("run id", run_id)
@@ -491,7 +491,7 @@ def runs_retry(run_id: str, with_cancelled: bool, config_path: str | None) -> No
 @config_option
 def runs_list(user: str | None, state: str | None, limit: int, as_json: bool, config_path: str | None) -> None:
     """Runs within the retention, newest first."""
-    from . import render
+    from tender_pool.supervisor import render
 
     cfg = _config(config_path)
     with _calls(cfg):
@@ -535,7 +535,7 @@ def events_unregister(group: str, config_path: str | None) -> None:
 def events_groups(as_json: bool, config_path: str | None) -> None:
     """Every consumer group with its lag: entries not yet delivered, pending (delivered, not
     acknowledged), the oldest pending entry's age, entries parked after failing, and a gap."""
-    from . import render
+    from tender_pool.supervisor import render
 
     cfg = _config(config_path)
     with _calls(cfg):
@@ -550,9 +550,9 @@ def handlers(as_json: bool, config_path: str | None) -> None:
     """Each job kind: what it runs, its timeout and per_user, and whether every slot imported it
     (function handlers). Exit 0, 1 when a slot could not import one, 2 daemon unreachable (the
     config's kinds are printed all the same)."""
-    from . import render
-    from .status_builder import handler_rows
-    from .status_client import StatusUnavailable, request
+    from tender_pool.supervisor import render
+    from tender_pool.supervisor.status_builder import handler_rows
+    from tender_pool.client.status_client import StatusUnavailable, request
 
     cfg = _config(config_path)
     error, code = None, EXIT_HEALTHY

@@ -1,6 +1,6 @@
 """Live changes: the control requests on the status socket, and what a config reload may change.
 
-Control frames (``scale``, ``drain``) travel on the status socket (``status_protocol``'s framing)
+Control frames (``scale``, ``drain``; their Structs are in ``client/status_protocol.py``) travel on the status socket (``status_protocol``'s framing)
 with the read protocol's ``version`` and their own ``control`` version, so read-only clients and
 control clients evolve apart: ``{"version": 1, "op": "scale", "control": 1, "workers": 3}``. A request
 without ``control`` is a read request; ``drain`` without it is refused as an unknown read.
@@ -27,11 +27,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from .config import Config
-from .types import STATUS_PROTOCOL
+from tender_pool.client.status_protocol import CONTROL_OPS, CONTROL_VERSION, ControlReply, Request
+from tender_pool.store.config import Config
+from tender_pool.store.types import STATUS_PROTOCOL
 
-CONTROL_VERSION = 1
-CONTROL_OPS = ("scale", "drain")
 
 RESTART = frozenset({
     "redis.url", "redis.prefix", "redis.socket_timeout", "pool.queue", "pool.host_id", "pool.heartbeat",
@@ -39,22 +38,6 @@ RESTART = frozenset({
 })
 SUPERVISOR_LIVE = frozenset({"pool.worker_count", "pool.drain_timeout"})
 NOT_SETTINGS = frozenset({"source"})
-
-
-class Request(msgspec.Struct, forbid_unknown_fields=True):
-    """Any frame a client sends: a read (``control`` absent) or a control request."""
-
-    version: int
-    op: str
-    control: int | None = None
-    workers: int | None = None
-
-
-class ControlReply(msgspec.Struct):
-    version: int
-    ok: bool
-    message: str = ""
-    error: str | None = None
 
 
 class Command(msgspec.Struct, frozen=True):

@@ -41,23 +41,24 @@ import redis
 import setproctitle
 
 from tender_pool.slots import faults, runner
-from tender_pool.slots.connection import connect
+from tender_pool.store.connection import connect
 from tender_pool.slots.queue import Queue
 from tender_pool.slots.slot import orphan_settle_s
 
-from . import control, forking, lifecycle, logs
-from .config import Config, ConfigError, check_functions
-from .embedded import EmbeddedError, EmbeddedRedis
-from .forking import ProcessOps
-from .keys import Keys, Owner
-from .metrics import PoolCollector, PoolMetrics
-from .notify import Announcer, Notifier
-from .reaper import Housekeeper
-from .slot_table import SlotProc, SlotTable
-from .status_builder import StatusBuilder
-from .status_probe import QueueProbe
-from .status_server import SocketInUse, StatusServer, close_after_fork
-from .types import STATUS_PROTOCOL, Beat, Busy, CountersView, Finished, SlotExit, SlotReport, add_counters, tally
+from tender_pool.supervisor import control, forking, lifecycle
+from tender_pool.store import logs
+from tender_pool.store.config import Config, ConfigError, check_functions
+from tender_pool.supervisor.embedded import EmbeddedError, EmbeddedRedis
+from tender_pool.supervisor.forking import ProcessOps
+from tender_pool.store.keys import Keys, Owner
+from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
+from tender_pool.supervisor.notify import Announcer, Notifier
+from tender_pool.supervisor.reaper import Housekeeper
+from tender_pool.supervisor.slot_table import SlotProc, SlotTable
+from tender_pool.supervisor.status_builder import StatusBuilder
+from tender_pool.client.status_probe import QueueProbe
+from tender_pool.supervisor.status_server import SocketInUse, StatusServer, close_after_fork
+from tender_pool.store.types import STATUS_PROTOCOL, Beat, Busy, CountersView, Finished, SlotExit, SlotReport, add_counters, tally
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
 

@@ -45,9 +45,9 @@ import psutil
 
 from tender_pool.slots import runner
 
-from .config import Config
-from .slot_table import SlotProc
-from .types import Busy, SlotExit
+from tender_pool.store.config import Config
+from tender_pool.supervisor.slot_table import SlotProc
+from tender_pool.store.types import Busy, SlotExit
 
 
 def kill(pid: int, sig: int) -> None:

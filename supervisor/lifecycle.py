@@ -12,10 +12,10 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from . import control
-from .config import Config, ConfigError, check_functions, has_functions, load
-from .slot_table import SlotTable
-from .types import STATUS_PROTOCOL, SlotState
+from tender_pool.supervisor import control
+from tender_pool.store.config import Config, ConfigError, check_functions, has_functions, load
+from tender_pool.supervisor.slot_table import SlotTable
+from tender_pool.store.types import STATUS_PROTOCOL, SlotState
 
 
 @dataclass

@@ -43,13 +43,13 @@ from typing import Callable
 import redis
 
 from tender_pool.client import history
-from tender_pool.slots.connection import NOT_REPLICATED_RETRY_S, NotReplicated
+from tender_pool.store.connection import NOT_REPLICATED_RETRY_S, NotReplicated
 
-from . import stream_trim
-from .config import Config
-from .types import TERMINAL_STATES
-from .keys import Keys, Owner
-from .status_probe import redis_message
+from tender_pool.supervisor import stream_trim
+from tender_pool.store.config import Config
+from tender_pool.store.types import TERMINAL_STATES
+from tender_pool.store.keys import Keys, Owner
+from tender_pool.client.status_probe import redis_message
 
 TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 STUCK_MARGIN_S = 30.0
@@ -284,7 +284,7 @@ class Housekeeper(threading.Thread):
         cursor, so a submitter still at it and this pass never queue a job twice)."""
         if self._runs is None:
             from tender_pool.client.run_submit import RunWriter
-            from tender_pool.slots import scripts
+            from tender_pool.store import scripts
 
             r = self.q.r
             self._runs = RunWriter(r, self.k, scripts.register(r, "run_queue"), 0, 0, tries=1)

@@ -24,13 +24,13 @@ from typing import Any, Callable
 import msgspec
 import redis
 
-from .config import Config
-from .control import Request
-from .keys import Keys
-from .procstat import ProcSampler
-from .status_probe import REFUSAL_MEMO_S, QueueProbe, QueueStats, redis_message
-from .status_protocol import HandlerRow, HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
-from .types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
+from tender_pool.store.config import Config
+from tender_pool.supervisor.control import Request
+from tender_pool.store.keys import Keys
+from tender_pool.supervisor.procstat import ProcSampler
+from tender_pool.client.status_probe import REFUSAL_MEMO_S, QueueProbe, QueueStats, redis_message
+from tender_pool.client.status_protocol import HandlerRow, HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
+from tender_pool.store.types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
 
 DEADLINE_MARGIN_S = 5.0  # past timeout + kill_grace + this, a running job is "past its deadline"
 STORAGE_EVERY_S = 5.0  # directories are checked at most this often (a status storm costs no I/O)

@@ -47,8 +47,8 @@ from typing import Any, Callable
 
 import msgspec
 
-from .control import ControlReply, Request
-from .status_protocol import (
+from tender_pool.supervisor.control import ControlReply, Request
+from tender_pool.client.status_protocol import (
     REPLY_CAP,
     REQUEST_CAP,
     FrameBuffer,
@@ -59,7 +59,7 @@ from .status_protocol import (
     read_frame,
     write_frame,
 )
-from .types import STATUS_PROTOCOL
+from tender_pool.store.types import STATUS_PROTOCOL
 
 REQUEST_DEADLINE_S = 2.0  # accept → whole request read
 REPLY_DEADLINE_S = 2.0  # reply ready → reply taken by the client

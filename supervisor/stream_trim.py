@@ -27,7 +27,7 @@ import redis
 
 from tender_pool.client.consumer import Gap, stream_id
 
-from .keys import Keys
+from tender_pool.store.keys import Keys
 
 NO_GROUP_MAXLEN = 100_000
 

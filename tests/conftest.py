@@ -266,8 +266,8 @@ class Harness:
 
     def _make_queue(self, name: str):
         from tender_pool.slots.queue import Queue, connect
-        from tender_pool.supervisor.config import load
-        from tender_pool.supervisor.keys import Keys
+        from tender_pool.store.config import load
+        from tender_pool.store.keys import Keys
         cfg = load(str(self.tmp / f"{name}.toml"), {})
         return Queue(connect(cfg.redis.url), Keys(cfg.redis.prefix, cfg.pool.queue))
 
@@ -277,7 +277,7 @@ class Harness:
 
     def submit(self, kind: str = "behave", user: str = "u1", payload: dict | None = None, name: str = "a",
                **kw) -> str:
-        from tender_pool.supervisor.types import SubmitRequest
+        from tender_pool.store.types import SubmitRequest
         created, jid, _ = self.queue(name).enqueue(SubmitRequest(kind=kind, user=user, payload=payload or {}, **kw))
         return jid
 

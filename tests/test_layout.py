@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from tender_pool.supervisor import config
+from tender_pool.store import config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,9 +42,9 @@ def test_only_the_run_command_imports_the_daemon():
 
 
 def test_our_code_never_imports_the_bare_folder_names():
-    for folder in ("supervisor", "slots", "extract"):
+    for folder in PACKAGES:
         for f, names in imports(folder).items():
-            bare = {n for n in names if n.split(".")[0] in ("supervisor", "slots", "extract")}
+            bare = {n for n in names if n.split(".")[0] in PACKAGES}
             assert not bare, f"{f} imports {bare}: use tender_pool.<name>"
 
 
@@ -69,16 +69,19 @@ def test_reference_config_documents_every_key():
 
 # --- the module graph -------------------------------------------------------------------------------
 
-PACKAGES = {"supervisor": "tender_pool.supervisor", "slots": "tender_pool.slots", "extract": "tender_pool.extract"}
-LEAVES = {  # the shared vocabulary: both sides import these, and they import nothing of ours
-    "tender_pool.supervisor.types",
-    "tender_pool.supervisor.keys",
-    "tender_pool.supervisor.config",
-    "tender_pool.supervisor.logs",
-    "tender_pool.slots.faults",
-    "tender_pool.slots.scripts",
-    "tender_pool.slots.digest",
+PACKAGES = {"store": "tender_pool.store", "client": "tender_pool.client", "slots": "tender_pool.slots",
+            "supervisor": "tender_pool.supervisor", "extract": "tender_pool.extract", "web": "tender_pool.web"}
+# The folder graph (README "Architecture"): a package may import only these packages of ours.
+ALLOWED = {
+    "store": set(),                      # the Redis schema: imports nothing of ours
+    "extract": set(),                    # runs inside a job's child
+    "client": {"store"},                 # what the platform imports
+    "slots": {"store", "extract"},       # the slot's steps
+    "supervisor": {"store", "client", "slots", "extract", "web"},
+    "web": {"client"},                   # the admin app uses only the client
 }
+# Only these supervisor modules may import web (the `tender-pool web` command).
+WEB_USERS = {"tender_pool.supervisor.cli"}
 
 
 def module_graph() -> tuple[dict[str, set[str]], dict[str, list[tuple[str, str]]]]:
@@ -152,19 +155,39 @@ def test_no_module_imports_another_modules_private_names():
     assert not bad, bad
 
 
-def test_the_leaves_import_nothing_of_ours():
-    graph, _ = module_graph()
-    for leaf in LEAVES:
-        assert leaf in graph, f"{leaf} is gone: update LEAVES"
-        assert not graph[leaf], f"{leaf} imports {graph[leaf]}"
+def test_every_folder_is_covered_by_the_graph():
+    on_disk = {p.parent.name for p in REPO.glob("*/__init__.py")}
+    assert on_disk == set(PACKAGES), on_disk ^ set(PACKAGES)
 
 
-def test_slots_use_only_the_leaves_of_the_supervisor():
+def test_packages_import_only_what_the_folder_graph_allows():
     graph, _ = module_graph()
+    bad = []
     for m, deps in graph.items():
-        if m.startswith("tender_pool.slots."):
-            bad = {d for d in deps if d.startswith("tender_pool.supervisor") and d not in LEAVES}
-            assert not bad, f"{m} imports {bad}"
+        home = m.split(".")[1]
+        for d in deps:
+            there = d.split(".")[1]
+            if there == home:
+                continue
+            if there not in ALLOWED[home] or (there == "web" and m not in WEB_USERS):
+                bad.append(f"{m} imports {d}")
+    assert not bad, bad
+
+
+def test_the_folder_graph_has_no_cycle():
+    seen: dict[str, int] = {}
+
+    def visit(p: str, path: list[str]) -> None:
+        assert seen.get(p) != 1, "folder cycle: " + " → ".join(path + [p])
+        if seen.get(p) == 2:
+            return
+        seen[p] = 1
+        for q in ALLOWED[p]:
+            visit(q, path + [p])
+        seen[p] = 2
+
+    for p in ALLOWED:
+        visit(p, [])
 
 
 def test_no_module_reaches_into_another_modules_private_attributes():

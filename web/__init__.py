@@ -17,8 +17,8 @@ on its own (``tender-pool web``). Needs the ``web`` extra: ``pip install 'tender
 It imports nothing of the daemon: every read and action goes through ``tender_pool.client``.
 """
 
-from .app import create_app
-from .auth import Principal, allow_all_insecure, local_only, token_auth
-from .redact import mask_secrets
+from tender_pool.web.app import create_app
+from tender_pool.web.auth import Principal, allow_all_insecure, local_only, token_auth
+from tender_pool.web.redact import mask_secrets
 
 __all__ = ["Principal", "allow_all_insecure", "create_app", "local_only", "mask_secrets", "token_auth"]

@@ -45,11 +45,11 @@ from starlette.staticfiles import StaticFiles
 
 from tender_pool.client import BadInput, NotFound, Unavailable
 
-from . import csrf, formats, live, params
-from .auth import ACT, SESSION_COOKIE, VIEW, Auth, Principal, resolve, session_value
-from .headers import SecurityHeaders
-from .metrics import action_counter
-from .redact import Redact, mask_secrets
+from tender_pool.web import csrf, formats, live, params
+from tender_pool.web.auth import ACT, SESSION_COOKIE, VIEW, Auth, Principal, resolve, session_value
+from tender_pool.web.headers import SecurityHeaders
+from tender_pool.web.metrics import action_counter
+from tender_pool.web.redact import Redact, mask_secrets
 
 log = logging.getLogger("tender_pool.web")
 HERE = Path(__file__).resolve().parent

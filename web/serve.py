@@ -16,8 +16,8 @@ import logging
 import sys
 from typing import Any
 
-from .app import create_app
-from .auth import local_only, token_auth
+from tender_pool.web.app import create_app
+from tender_pool.web.auth import local_only, token_auth
 
 DEFAULT_LISTEN = "127.0.0.1:9465"
 EXIT_OK, EXIT_FATAL, EXIT_USAGE = 0, 1, 2

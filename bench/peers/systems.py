@@ -196,7 +196,7 @@ class Ours:
     def __init__(self, name: str, sock: str, tmp: Path):
         sys.path.insert(0, str(REPO))
         from tender_pool.slots.queue import Queue, connect
-        from tender_pool.supervisor.keys import Keys
+        from tender_pool.store.keys import Keys
 
         self.tmp, self.sock = tmp, sock
         self.cfg = self.write_config()
@@ -250,7 +250,7 @@ class Ours:
         self.r.flushall()
 
     def _requests(self, kind: str, n: int):
-        from tender_pool.supervisor.types import SubmitRequest
+        from tender_pool.store.types import SubmitRequest
 
         for _ in range(n):
             self.seq += 1
@@ -282,7 +282,7 @@ class Ours:
         return out
 
     def enqueue_long(self) -> None:
-        from tender_pool.supervisor.types import SubmitRequest
+        from tender_pool.store.types import SubmitRequest
 
         self.long_id = self.q.enqueue(SubmitRequest(kind="long", user="crash", payload={}))[1]
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import wait_until
 from tender_pool.client import Client
 from tender_pool.supervisor import stream_trim
-from tender_pool.supervisor.keys import Keys
+from tender_pool.store.keys import Keys
 
 pytestmark = pytest.mark.timeout(120)
 

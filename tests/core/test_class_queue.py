@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from tender_pool.slots.queue import Parked, Run, TakeArgs
-from tender_pool.supervisor.types import SubmitRequest
+from tender_pool.store.types import SubmitRequest
 
 REQ = dict(crash_cap=5, lock_ttl_ms=60_000, retention_s=3600)
 
@@ -20,7 +20,7 @@ def args() -> TakeArgs:
 
 def client_of(h):
     from tender_pool.client import Client
-    from tender_pool.supervisor.config import load
+    from tender_pool.store.config import load
 
     cfg = load(str(h.tmp / "a.toml"), {})
     return Client(cfg.redis.url, cfg.redis.prefix, cfg.pool.queue, retention_s=cfg.pool.result_retention,

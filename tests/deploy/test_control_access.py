@@ -21,7 +21,8 @@ def as_user(name: str, args: list[str]) -> tuple[int, str]:
     """Run ``tender-pool ARGS`` as NAME (uid, gid and supplementary groups from /etc/group)."""
     import pwd
 
-    from tender_pool.supervisor import cli, control, render, status_client  # noqa: F401  (loaded before dropping root)
+    from tender_pool.supervisor import cli, control, render
+    from tender_pool.client import status_client# noqa: F401  (loaded before dropping root)
 
     pw = pwd.getpwnam(name)
     r, w = os.pipe()

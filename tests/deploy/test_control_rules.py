@@ -4,7 +4,7 @@ import msgspec
 import pytest
 
 from tender_pool.supervisor import control
-from tender_pool.supervisor.config import load
+from tender_pool.store.config import load
 
 
 def req(**kw):

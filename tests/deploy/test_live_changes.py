@@ -93,7 +93,7 @@ def test_invalid_reload_keeps_the_old_config_and_says_why(h):
     assert "config: pool.worker_count: 9: an integer from 1 to 4" in line
     time.sleep(1.0)
     assert d.proc.poll() is None and sorted(d.slot_pids()) == sorted(pids)  # same slots, untouched
-    from tender_pool.supervisor.status_client import request
+    from tender_pool.client.status_client import request
     st = request(str(h.tmp / "state-a" / "status.sock")).status  # (the CLI would refuse the bad file)
     assert st.configured == 2 and st.online == 2
     h.wait_state(h.submit(), timeout=15)

@@ -43,7 +43,7 @@ def test_unit_has_what_the_issue_asks(tmp_path):
     assert keys["Restart"] == "on-failure" and "StartLimitBurst" in keys and keys["WatchdogSec"]
     assert keys["EnvironmentFile"] == "-/etc/tender-pool/env"
     # TimeoutStopSec covers the drain the daemon does on SIGTERM
-    from tender_pool.supervisor.config import load
+    from tender_pool.store.config import load
 
     example = (SYSTEMD / "tender-pool.toml.example").read_text().replace('group = "tender-pool"', 'group = "root"')
     (tmp_path / "prod.toml").write_text(example)

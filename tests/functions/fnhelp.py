@@ -23,7 +23,7 @@ def fn_handlers(*names: str, timeout: float = 10, extra: str = "", **specials: s
 
 def client_of(h, name: str = "a"):
     from tender_pool.client import Client
-    from tender_pool.supervisor.config import load
+    from tender_pool.store.config import load
 
     cfg = load(str(h.tmp / f"{name}.toml"), {})
     return Client.for_config(cfg)

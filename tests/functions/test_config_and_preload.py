@@ -73,7 +73,7 @@ def test_a_slow_import_happens_once_per_slot_not_per_job(h, monkeypatch):
 
 
 def test_the_import_check_reads_its_answer_whatever_the_module_prints(h):
-    from tender_pool.supervisor.config import check_functions, load
+    from tender_pool.store.config import check_functions, load
 
     cfg = load(str(h.config(handlers=f'[handlers.x]\nfunction = "fnnoisy:work"\ntimeout = 5\npath = ["{JOBS}"]\n')), {})
     check_functions(cfg)  # no ConfigError: the module's output did not spoil the answer

@@ -14,8 +14,8 @@ import pytest
 
 from tender_pool.slots import runner
 from tender_pool.slots.forkserver import ForkServer
-from tender_pool.supervisor.config import Config
-from tender_pool.supervisor.types import JobRecord
+from tender_pool.store.config import Config
+from tender_pool.store.types import JobRecord
 
 MODULE = '''
 import os, sys

@@ -23,7 +23,7 @@ from conftest import TENDER_POOL  # tests/conftest.py
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tender_pool.supervisor.config import Config, ConfigError, load
+from tender_pool.store.config import Config, ConfigError, load
 
 from .conftest import fuzz, one_line_error
 

@@ -17,8 +17,8 @@ from conftest import wait_until  # tests/conftest.py
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from tender_pool.supervisor.status_client import request
-from tender_pool.supervisor.status_protocol import REQUEST_CAP
+from tender_pool.client.status_client import request
+from tender_pool.client.status_protocol import REQUEST_CAP
 
 from .conftest import fuzz
 

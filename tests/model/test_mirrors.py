@@ -1,4 +1,4 @@
-"""The model mirrors slots/lua/*.lua as recorded in model/mirrors.json: a changed script fails here
+"""The model mirrors store/lua/*.lua as recorded in model/mirrors.json: a changed script fails here
 until the model's step is re-checked and the hashes re-recorded (python model/record.py)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_script_unchanged_since_modelled(name: str) -> None:
     entry = MIRRORS["scripts"][name]
     now = record.sha256(record.lua(ROOT, name))
     assert now == entry["sha256"], (
-        f"slots/lua/{name}.lua changed since the model was checked ({MIRRORS['modeled_at_commit']}): re-check "
+        f"store/lua/{name}.lua changed since the model was checked ({MIRRORS['modeled_at_commit']}): re-check "
         f"the model's step {entry['model_step']} in model/protocol.pml, then re-record (python model/record.py)"
     )
 
@@ -42,10 +42,10 @@ def test_every_step_named_in_the_model() -> None:
 
 
 def _copy(tmp: Path) -> Path:
-    """slots/lua and a mirrors.json recording exactly those bytes (independent of whether the real
+    """store/lua and a mirrors.json recording exactly those bytes (independent of whether the real
     tree is in step, which the test above checks)."""
     (tmp / "model").mkdir()
-    shutil.copytree(ROOT / "slots" / "lua", tmp / "slots" / "lua")
+    shutil.copytree(ROOT / "store" / "lua", tmp / "store" / "lua")
     data = record.load(ROOT)
     for name, entry in data["scripts"].items():
         entry["sha256"] = record.sha256(record.lua(tmp, name))
@@ -67,5 +67,5 @@ def test_a_changed_script_fails_the_check(tmp_path: Path) -> None:
     assert set(record.stale(root)) == {"take"}
     record.lua(root, "requeue").unlink()
     assert record.stale(root)["requeue"][1] == "missing"
-    (root / "slots" / "lua" / "steal.lua").write_text("return 1\n")
+    (root / "store" / "lua" / "steal.lua").write_text("return 1\n")
     assert record.unclassified(root) == {"steal"}

@@ -3,7 +3,7 @@ two slots on two hosts, their supervisors, the reaper, a canceller, heartbeat la
 replica, with a crash allowed at every step. Each run prints spin's states stored, depth and time; a
 counterexample is printed one line per model step (tests/model/spin.py summarize).
 
-The model mirrors slots/lua at the commit in model/mirrors.json: 64a3038's three fixes and
+The model mirrors store/lua at the commit in model/mirrors.json: 64a3038's three fixes and
 a9993b1's three retry-path fixes (model/README.md, "Findings") included, and requeue.lua's
 owned_elsewhere (a duplicate entry of a running job whose attempt's own list, its `proc`, holds it:
 DUPS), and fairness's takeover (an interactive job taking its user's lock reserved for a bulk job,

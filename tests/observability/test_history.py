@@ -3,8 +3,8 @@
 import json
 
 from tender_pool.client import Client
-from tender_pool.supervisor.history import HistoryFilter, query
-from tender_pool.supervisor.keys import Keys
+from tender_pool.client.history import HistoryFilter, query
+from tender_pool.store.keys import Keys
 
 
 def ids(h, *args):

@@ -22,8 +22,8 @@ from tender_pool.client.history import HistoryFilter, HistoryKeys, catch_up, que
 from tender_pool.client.records import decode_job
 from tender_pool.client.errors import Undecodable
 from tender_pool.slots.queue import Taken, TakeArgs
-from tender_pool.supervisor.status_probe import QueueProbe
-from tender_pool.supervisor.types import JobError, SubmitRequest
+from tender_pool.client.status_probe import QueueProbe
+from tender_pool.store.types import JobError, SubmitRequest
 
 RET = 3600
 PROC = "proc:hist:1"

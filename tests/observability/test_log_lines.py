@@ -6,7 +6,7 @@ import json
 import os
 import pathlib
 
-from tender_pool.supervisor import logs
+from tender_pool.store import logs
 
 
 def test_json_lines_keep_utf8_and_never_drop_a_line(tmp_path):

@@ -8,7 +8,7 @@ import socket
 import pytest
 from conftest import wait_until
 
-from tender_pool.supervisor.status_client import request
+from tender_pool.client.status_client import request
 
 
 def status(h, *args):
@@ -144,7 +144,7 @@ def test_unreachable_exit_2_with_json_and_redis_down_degraded(h, tmp_path):
     wait_until(lambda: status(h)[0] == 0, 10, what="healthy")
     assert oct(os.stat(sock).st_mode & 0o777) == "0o660"
     # the protocol: versioned, read requests only, size-capped
-    from tender_pool.supervisor.status_protocol import REQUEST_CAP
+    from tender_pool.client.status_protocol import REQUEST_CAP
     assert request(str(sock), op="status").ok
     bad = request(str(sock), op="drain")
     assert not bad.ok and "unknown request" in bad.error

@@ -13,10 +13,10 @@ import pytest
 from conftest import wait_until
 
 from tender_pool.client import Client
-from tender_pool.supervisor.keys import Keys
+from tender_pool.store.keys import Keys
 from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
-from tender_pool.supervisor.status_probe import QueueProbe
-from tender_pool.supervisor.types import CountersView
+from tender_pool.client.status_probe import QueueProbe
+from tender_pool.store.types import CountersView
 
 QUEUE = "tender_parse"
 

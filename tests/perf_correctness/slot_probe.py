@@ -13,7 +13,7 @@ import threading
 import time
 
 from tender_pool.slots import slot as slot_mod
-from tender_pool.supervisor.config import load
+from tender_pool.store.config import load
 
 
 def main() -> None:

@@ -27,10 +27,10 @@ import pytest
 from support.requeue_ref import requeue_one_by_one
 from tender_pool.client import Client
 from tender_pool.slots.queue import Parked, Queue, Run, TakeArgs, Taken
-from tender_pool.supervisor.config import load
-from tender_pool.supervisor.keys import Owner
+from tender_pool.store.config import load
+from tender_pool.store.keys import Owner
 from tender_pool.supervisor.reaper import Housekeeper
-from tender_pool.supervisor.types import SubmitRequest
+from tender_pool.store.types import SubmitRequest
 
 USER = "we:ird user é"
 CAP = dict(crash_cap=3, lock_ttl_ms=60_000, retention_s=3600)

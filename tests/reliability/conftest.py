@@ -38,7 +38,7 @@ class _SentinelServer:
         self.url = sentinels.url
 
     def client(self):
-        from tender_pool.slots.connection import connect
+        from tender_pool.store.connection import connect
 
         return connect(self.url, 3)
 

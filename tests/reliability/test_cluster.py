@@ -34,10 +34,10 @@ from conftest import Harness, wait_until
 from support.cluster import Cluster, keyslot, started
 
 from tender_pool.client import Client
-from tender_pool.slots.connection import connect
+from tender_pool.store.connection import connect
 from tender_pool.slots.queue import Queue
-from tender_pool.supervisor.config import load
-from tender_pool.supervisor.types import SubmitRequest
+from tender_pool.store.config import load
+from tender_pool.store.types import SubmitRequest
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +275,7 @@ def test_cluster_urls_are_validated_at_load_and_wait_replicas_defaults_to_zero(t
     from conftest import TENDER_POOL
     import subprocess
 
-    from tender_pool.supervisor.config import parse_cluster_url
+    from tender_pool.store.config import parse_cluster_url
 
     # a good URL: startup nodes (port 6379 by default), db 0 only; no WAIT unless asked
     good = "redis+cluster://10.0.0.1:7000,10.0.0.2/0"
@@ -292,7 +292,7 @@ def test_cluster_urls_are_validated_at_load_and_wait_replicas_defaults_to_zero(t
 
 @pytest.mark.timeout(30)
 def test_wait_on_a_cluster_counts_the_slot_masters_replicas(cluster):
-    from tender_pool.slots.connection import FastLane, NotReplicated
+    from tender_pool.store.connection import FastLane, NotReplicated
 
     # Given the queue's master with its one replica, and writes asking for 1 and for 2 replicas
     prefix = "w" + uuid.uuid4().hex[:8]
@@ -357,7 +357,7 @@ def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster
 
 @pytest.mark.timeout(40)
 def test_the_clusters_transient_errors_are_connection_errors_and_pass(cluster):
-    from tender_pool.slots.connection import FastLane
+    from tender_pool.store.connection import FastLane
 
     # Runs after the SIGKILL test: run before it, taking a slot away and back (DELSLOTS, ADDSLOTS)
     # made that test's acknowledgements (WAIT 1) never resume after the promotion (not investigated).

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tender_pool.supervisor.config import ConfigError, load
+from tender_pool.store.config import ConfigError, load
 
 
 

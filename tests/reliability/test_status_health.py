@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import wait_until
 
-from tender_pool.supervisor.config import load
+from tender_pool.store.config import load
 from tender_pool.supervisor.status_builder import StatusBuilder
-from tender_pool.supervisor.status_probe import QueueProbe
-from tender_pool.supervisor.types import CountersView, SlotState
+from tender_pool.client.status_probe import QueueProbe
+from tender_pool.store.types import CountersView, SlotState
 
 
 @pytest.mark.timeout(60)

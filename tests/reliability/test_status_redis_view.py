@@ -11,9 +11,9 @@ import msgspec
 import pytest
 from conftest import wait_until
 
-from tender_pool.supervisor.status_client import live_hosts
-from tender_pool.supervisor.status_protocol import HostSlots, SlotRow
-from tender_pool.supervisor.types import BusyState
+from tender_pool.client.status_client import live_hosts
+from tender_pool.client.status_protocol import HostSlots, SlotRow
+from tender_pool.store.types import BusyState
 
 
 def redis_view(h):

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conftest import wait_until
 
-from tender_pool.supervisor.status_client import StatusUnavailable, control, request
+from tender_pool.client.status_client import StatusUnavailable, control, request
 
 
 def started(h, workers=1):

@@ -18,7 +18,7 @@ from conftest import wait_until
 RUNNER = """
 import sys
 from tender_pool.slots import slot
-from tender_pool.supervisor.config import load
+from tender_pool.store.config import load
 from tender_pool.supervisor.daemon import Supervisor
 
 BROKEN = {broken}

@@ -8,7 +8,7 @@ import json
 
 def client_of(h, name: str = "a"):
     from tender_pool.client import Client
-    from tender_pool.supervisor.config import load
+    from tender_pool.store.config import load
 
     cfg = load(str(h.tmp / f"{name}.toml"), {})
     return Client(cfg.redis.url, cfg.redis.prefix, cfg.pool.queue, retention_s=cfg.pool.result_retention,

@@ -16,7 +16,8 @@ from conftest import PYTHON, wait_until
 from runhelp import client_of
 
 from tender_pool.client import items as client_items
-from tender_pool.slots import digest, inputs
+from tender_pool.slots import inputs
+from tender_pool.store import digest
 
 FINAL = ("completed", "partial_success", "failed", "cancelled")
 

@@ -9,10 +9,10 @@ import pytest
 
 from client.fakeslot import FakeSlot
 from tender_pool.client import Client
-from tender_pool.supervisor.keys import Keys
+from tender_pool.store.keys import Keys
 from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
-from tender_pool.supervisor.status_probe import QueueProbe
-from tender_pool.supervisor.types import AttemptEnd, CountersView, Finished
+from tender_pool.client.status_probe import QueueProbe
+from tender_pool.store.types import AttemptEnd, CountersView, Finished
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -14,7 +14,7 @@ from tender_pool.client import Client
 
 
 def client_for(h, name: str = "a") -> Client:
-    from tender_pool.supervisor.config import load
+    from tender_pool.store.config import load
 
     return Client.for_config(load(str(h.tmp / f"{name}.toml"), {}))
 

@@ -42,7 +42,7 @@ def text(name: str) -> str:
     """The full text of ``lua/<name>.lua`` as sent to Redis (prelude first)."""
     if name not in NAMES:
         raise KeyError(f"no Lua script named {name!r}")
-    lua = resources.files("tender_pool.slots").joinpath("lua")
+    lua = resources.files("tender_pool.store").joinpath("lua")
     return lua.joinpath("lib.lua").read_text() + "\n" + lua.joinpath(f"{name}.lua").read_text()
 
 
@@ -62,7 +62,7 @@ def batch_text(name: str) -> str:
     cannot drift from it (and its model check, through ``<name>.lua``'s recorded hash, covers both)."""
     if name not in BATCHES:
         raise KeyError(f"no batched Lua script named {name!r}")
-    lua = resources.files("tender_pool.slots").joinpath("lua")
+    lua = resources.files("tender_pool.store").joinpath("lua")
     one = lua.joinpath(f"{name}.lua").read_text()
     return (lua.joinpath("lib.lua").read_text() + f"\nlocal function {name}_one()\n" + one + "\nend\n"
             + lua.joinpath(f"{name}_many.lua").read_text())

@@ -53,7 +53,7 @@ class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
     socket_timeout: float = 5.0
     # Replicas that must have a write before it is acknowledged (WAIT). None until load() settles it:
     # 1 for redis+sentinel:// URLs (a failover must not lose an acknowledged job), else 0. Through
-    # Sentinel a floor: every replica Sentinel could promote is waited for too (slots/connection.py).
+    # Sentinel a floor: every replica Sentinel could promote is waited for too (store/connection.py).
     wait_replicas: int | None = None
     wait_timeout: float = 1.0
 
@@ -424,7 +424,7 @@ def parse_cluster_url(url: str) -> list[tuple[str, int]]:
 def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, int]:
     """``redis+sentinel://host[:port][,host[:port]]…/service[/db]`` → (nodes, service, db); the port
     defaults to 26379, the service to ``mymaster``, the db to 0. Raises ValueError. Here, not in
-    slots/connection.py, so that a bad URL is a config error before any connection."""
+    store/connection.py, so that a bad URL is a config error before any connection."""
     rest = url[len("redis+sentinel://") :]
     hosts, _, path = rest.partition("/")
     service, _, db = path.partition("/")

@@ -1,4 +1,4 @@
--- Shared prelude, prepended by slots/scripts.py to every script (Redis has no include).
+-- Shared prelude, prepended by store/scripts.py to every script (Redis has no include).
 -- Defines no keys of its own: every function takes the keys its caller received in KEYS.
 --
 -- Every job state change goes through set_state (one place): the job's `state`, the per-user
@@ -604,7 +604,7 @@ local function file_of(payload)
 end
 
 -- Claim (or take the given, already claimed entry) and start it, building the job's own key names
--- from the queue's base the way supervisor/keys.py spells them (every name keeps the {queue} hash
+-- from the queue's base the way store/keys.py spells them (every name keeps the {queue} hash
 -- tag, so all stay in one cluster slot; tests/perf_correctness checks the spelling against Keys).
 -- F: proc, hi, lo, started, waitusers, finished, events, active, inready, busy, inready_hi (keys).
 -- F.host: our host key (its PTTL is the host's lease).

@@ -90,7 +90,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
-from tender_pool.supervisor.config import parse_cluster_url, parse_sentinel_url
+from tender_pool.store.config import parse_cluster_url, parse_sentinel_url
 
 RESOLVE_EVERY_S = 0.5  # how stale the primary's address may be: the bound on following a switch
 SENTINEL_TIMEOUT_S = 0.5  # per Sentinel query; a dead Sentinel must not stall the hot path for long

@@ -19,17 +19,17 @@ from typing import Any
 import msgspec
 import redis
 
-from tender_pool.slots import scripts
-from tender_pool.slots.connection import connect
+from tender_pool.store import scripts
+from tender_pool.store.connection import connect
 
 from tender_pool.client import consumer
 from tender_pool.client.follow import trimmed_past
 from tender_pool.client.history import HistoryKeys
 from tender_pool.client.models import Counts
 
-from .config import Config
-from .keys import Keys
-from .status_protocol import ConsumerRow, RedisMemory, RunRow
+from tender_pool.store.config import Config
+from tender_pool.store.keys import Keys
+from tender_pool.client.status_protocol import ConsumerRow, RedisMemory, RunRow
 
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0

@@ -5,7 +5,7 @@
 -- Queue.requeue would send for it. One implementation: a fix to requeue.lua is a fix here.
 -- The entries are done one after another inside this one atomic step (an order the per-entry calls
 -- could also take). The job's own key names are built from the queue's base the way
--- supervisor/keys.py spells them, as take_job does (all keep the {queue} hash tag: one cluster slot);
+-- store/keys.py spells them, as take_job does (all keep the {queue} hash tag: one cluster slot);
 -- the job's user, kind and run are read here, in the same step as its requeue.
 -- KEYS[1] processing list  KEYS[2] started  KEYS[3] waitusers  KEYS[4] ready:lo  KEYS[5] finished
 -- KEYS[6] events  KEYS[7] active  KEYS[8] inready  KEYS[9] proclists  KEYS[10] host:<owner host>

@@ -17,11 +17,11 @@ import time
 import msgspec
 import redis
 
-from .config import Config
-from .control import CONTROL_VERSION, ControlReply, Request
-from .keys import Owner
-from .status_probe import QueueProbe, QueueStats, redis_message, redis_warnings
-from .status_protocol import (
+from tender_pool.store.config import Config
+from tender_pool.client.status_protocol import CONTROL_VERSION, ControlReply, Request
+from tender_pool.store.keys import Owner
+from tender_pool.client.status_probe import QueueProbe, QueueStats, redis_message, redis_warnings
+from tender_pool.client.status_protocol import (
     REPLY_CAP,
     ConsumerRow,
     HostSlots,
@@ -36,7 +36,7 @@ from .status_protocol import (
     write_frame,
     consumer_problems,
 )
-from .types import STATUS_PROTOCOL, BusyState
+from tender_pool.store.types import STATUS_PROTOCOL, BusyState
 
 
 class StatusUnavailable(Exception):

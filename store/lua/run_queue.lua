@@ -12,7 +12,7 @@
 -- KEYS[5] events  KEYS[6] active  KEYS[7] inready  KEYS[8] backlog:<user>  KEYS[9] ready:hi
 -- KEYS[10] ready:lo  KEYS[11] finished  KEYS[12] runqueue  KEYS[13] inready:hi  KEYS[14] hibacklog:<user>
 -- The jobs' own keys (job:<id>, deps:<id>, done:<kind>:<user>:<hash>, job:<source>) are built from
--- ARGV[1] as supervisor/keys.py spells them, under the same {queue} hash tag (as take.lua does).
+-- ARGV[1] as store/keys.py spells them, under the same {queue} hash tag (as take.lua does).
 -- ARGV: 1 base '<prefix>:{<queue>}', 2 run id, 3 at most this many jobs, 4 retention s
 -- Returns {'more', queued_to} | {'done', total} | {'unsealed'} | {'missing'}
 local base, run_id, max, retention = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -7,7 +7,7 @@
 -- KEYS[6] finished  KEYS[7] events  KEYS[8] active  KEYS[9] inready  KEYS[10] busy:<worker id>
 -- KEYS[11] host:<our host> (its PTTL is our lease)  KEYS[12] inready:hi
 -- The job's own keys (job, lock, wait, deps, backlog, run, sem, … of its user, kind and run) are
--- built from ARGV[1] as supervisor/keys.py spells them, under the same {queue} hash tag.
+-- built from ARGV[1] as store/keys.py spells them, under the same {queue} hash tag.
 -- ARGV: 1 base '<prefix>:{<queue>}', 2 the entry BLMOVE moved into the list ('' = claim one here),
 --       3 random token suffix (the same on a retry), 4 worker id, 5 slot pid, 6 lock TTL ms,
 --       7 retention s, 8 max waits, 9 busy-state TTL ms, 10 '1' on a retry after a lost reply (the

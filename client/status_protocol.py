@@ -20,7 +20,7 @@ import msgspec
 
 from tender_pool.client.models import Counts
 
-from .types import STATUS_PROTOCOL, CountersView
+from tender_pool.store.types import STATUS_PROTOCOL, CountersView
 
 REQUEST_CAP = 64 * 1024
 REPLY_CAP = 16 * 1024 * 1024
@@ -226,3 +226,25 @@ class HostSlots(msgspec.Struct):
     pid: int
     at_ms: int
     slots: list[SlotRow]
+
+
+# --- control frames: sent by `tender-pool scale|drain`, checked by supervisor/control.py ---------------
+
+CONTROL_VERSION = 1
+CONTROL_OPS = ("scale", "drain")
+
+
+class Request(msgspec.Struct, forbid_unknown_fields=True):
+    """Any frame a client sends: a read (``control`` absent) or a control request."""
+
+    version: int
+    op: str
+    control: int | None = None
+    workers: int | None = None
+
+
+class ControlReply(msgspec.Struct):
+    version: int
+    ok: bool
+    message: str = ""
+    error: str | None = None
