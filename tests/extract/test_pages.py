@@ -12,7 +12,7 @@ from tender_pool.extract.api import extract
 from tender_pool.extract.blocks import Para, Section, decode_line
 from tender_pool.extract.pages import estimate
 
-from corpus import manifest as _manifest
+from .corpus import manifest as _manifest
 
 MIN_SHARE = 0.90  # issue 13's target; 64/66 on the shared corpus (was 59/66, 57/66 before that)
 MAX_RATIO = 2.0  # and no file off by more than 2x

@@ -13,7 +13,7 @@ from tender_pool.extract.blocks import Image, Sheet
 from tender_pool.extract.xlsx import read_xlsx_openpyxl
 from tender_pool.extract.xlsx_stream import NeedsOpenpyxl, _fast_strings, read_stream
 
-from corpus import manifest as _manifest
+from .corpus import manifest as _manifest
 
 try:
     XLSX = [e for e in _manifest() if e["kind"] == "xlsx" and e["expect"] == "ok"]

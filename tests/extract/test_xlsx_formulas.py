@@ -16,7 +16,7 @@ from tender_pool.extract.formula import DIV0, VALUE, Evaluator, Formula, Unsuppo
 from tender_pool.extract.xlsx import read_xlsx_openpyxl
 from tender_pool.extract.xlsx_stream import read_stream
 
-from test_xlsx import _same
+from .test_xlsx import _same
 
 SCALE = 10  # a tenth of the 12,000-row bill: every formula shape, ~1,200 rows, LibreOffice in seconds
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from blackhole import Blackhole
+from support.blackhole import Blackhole
 from conftest import wait_until
 
 

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from conftest import wait_until
 from tender_pool.web import Principal, allow_all_insecure, create_app, local_only
-from webhelp import client_for, csrf_of
+from .webhelp import client_for, csrf_of
 
 XSS = '"><img src=x onerror=alert(1)>'
 XSS2 = "</script><script>alert(2)</script>"

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import wait_until
 from tender_pool.web import create_app, local_only
-from webhelp import Server, client_for
+from .webhelp import Server, client_for
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 PREFIX = "/a/b/tender-parse"

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TENDER_POOL, wait_until
 from tender_pool.web import create_app, local_only
-from webhelp import Server, client_for, free_port
+from .webhelp import Server, client_for, free_port
 
 
 @pytest.fixture
