@@ -33,9 +33,7 @@ sys.path.insert(0, str(REPO / "bench" / "peers"))
 BIN = Path(sys.executable).with_name("tender-pool")
 
 from measure import idle_pss, pss_mib, start_redis, tree  # noqa: E402
-from tender_pool.slots.queue import Queue, connect  # noqa: E402
-from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.types import SubmitRequest  # noqa: E402
+from tender_pool.client import Client  # noqa: E402
 
 MODS = REPO / "bench" / "fnmods"
 HEAVY_MARK = "# heavy\n"
@@ -109,10 +107,10 @@ def redis_cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def batch(q: Queue, kind: str, n: int, daemon: int, redis_pid: int) -> dict:
+def batch(q: Client, kind: str, n: int, daemon: int, redis_pid: int) -> dict:
     q.r.delete(q.k.finished)
     c0, r0 = cpu_of(daemon), redis_cpu(redis_pid)
-    ids = [q.enqueue(SubmitRequest(kind=kind, user=f"u{i % 50}", payload={}))[1] for i in range(n)]
+    ids = [q.submit(f"u{i % 50}", kind, {}).id for i in range(n)]
     while q.r.zcard(q.k.finished) < n:
         time.sleep(0.05)
     c1, r1 = cpu_of(daemon), redis_cpu(redis_pid)
@@ -141,7 +139,7 @@ def main() -> None:
     try:
         log = open(args.log, "w") if args.log else subprocess.DEVNULL
         d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock, not args.no_heavy))], stderr=log, start_new_session=True)
-        q = Queue(connect(f"unix://{sock}"), Keys("fb", "tender_parse"))
+        q = Client(f"unix://{sock}", prefix="fb")
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
         time.sleep(3.0)  # the slots import heavy.py (once each) before their first claim

@@ -106,22 +106,7 @@ class Queue:
         client = connect(r.url, r.socket_timeout if socket_timeout is None else socket_timeout)
         return cls(client, Keys(r.prefix, cfg.pool.queue), replicas=r.wait_replicas, wait_ms=r.wait_timeout_ms)
 
-    # --- producers --------------------------------------------------------------------------------
-
-    def enqueue(self, req: SubmitRequest) -> tuple[bool, str, str]:
-        """Queue a job; returns (created, id, state). The same id twice queues one job."""
-        job_id = req.id or secrets.token_hex(8)
-        keys = [self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo,
-                *self.k.state_keys(req.user), *self.k.hi_keys(req.user)]
-        args = [job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""]
-        if self.replicas <= 0:
-            # no WAIT: one EVALSHA, not a pipeline (whose SCRIPT EXISTS costs a command per submit)
-            created, state = self._scripts["enqueue"](keys=keys, args=args)
-        else:
-            created, state = wait_replicated(
-                self.r, self.replicas, self.wait_ms, lambda p: self._scripts["enqueue"](keys=keys, args=args, client=p)
-            )[0]
-        return bool(created), job_id, _s(state) or ""
+    # --- raw producers' entries (a client's submit is ``Client.submit``) ---------------------------
 
     def adopt(self, proc: str, raw: bytes, req: SubmitRequest) -> str:
         """Turn a raw JSON entry a producer pushed onto ``ready`` into a job, at the front."""
@@ -140,25 +125,6 @@ class Queue:
     def get(self, job_id: str) -> JobRecord | None:
         h = self.r.hgetall(self.k.job(job_id))
         return decode_job(h) if h else None
-
-    def cancel(self, job: JobRecord, retention_s: int, lock_ttl_ms: int) -> list[str]:
-        keys = [
-            self.k.job(job.id),
-            self.k.ready_hi,
-            self.k.ready_lo,
-            self.k.wait(job.user),
-            self.k.waitusers,
-            self.k.delayed,
-            self.k.finished,
-            self.k.deps(job.id),
-            self.k.lock(job.user),
-            *self.k.state_keys(job.user, job.run),
-            self.k.semwait(job.kind, job.user),
-            *self.k.hi_keys(job.user),
-            *(self.k.deps(d) for d in job.after),
-        ]
-        res = self._scripts["cancel"](keys=keys, args=[job.id, retention_s, lock_ttl_ms, job.user])
-        return [_s(x) or "" for x in res]
 
     # --- the slot's path: claim → start → settle ---------------------------------------------------
 

@@ -23,7 +23,7 @@ from tender_pool.client.records import decode_job
 from tender_pool.client.errors import Undecodable
 from tender_pool.slots.queue import Taken, TakeArgs
 from tender_pool.client.status_probe import QueueProbe
-from tender_pool.store.types import JobError, SubmitRequest
+from tender_pool.store.types import JobError
 
 RET = 3600
 PROC = "proc:hist:1"
@@ -52,7 +52,7 @@ class World:
         user = user or self.rnd.choice(USERS)
         kind = kind or self.rnd.choice(KINDS)
         payload = {"fates": fates, "file": f"/in/{self.rnd.choice(['Lot', 'lot', 'annex'])}-{self.n}.{self.rnd.choice(['pdf', 'DOCX'])}"}
-        return self.q.enqueue(SubmitRequest(kind=kind, user=user, payload=payload, **kw))[1]
+        return self.c.submit(user, kind, payload, **kw).id
 
     def run(self, user: str, kind: str, fates: list[list[str]]):
         return self.c.submit_run(user, kind, [{"key": f"k{i}", "payload": {"fates": f}} for i, f in enumerate(fates)])
@@ -113,7 +113,7 @@ def build(h, jobs: int = 240) -> World:
         if i % 40 == 39 and i < jobs - 1:
             w.drain()  # finish times spread over several batches (and many ties within one ms)
     for jid in w.rnd.sample(ids[-30:], 5):  # cancelled while queued
-        assert w.q.cancel(w.q.get(jid), RET, 60_000) == ["cancelled"]
+        assert w.c.cancel(jid).outcome == "cancelled"
     failing = w.submit(["failed"], user="alice", kind="noop")
     w.drain()
     w.submit(["completed"], user="bob", kind="noop", after=[failing])  # dependency_failed at its start

@@ -8,7 +8,6 @@ import msgspec
 import pytest
 
 from tender_pool.slots.queue import Parked, Run, TakeArgs
-from tender_pool.store.types import SubmitRequest
 
 REQ = dict(crash_cap=5, lock_ttl_ms=60_000, retention_s=3600)
 
@@ -18,23 +17,14 @@ def args() -> TakeArgs:
                     busy_ttl_ms=60_000, limits=msgspec.json.encode({"*": [10_000, 1]}))
 
 
-def client_of(h):
-    from tender_pool.client import Client
-    from tender_pool.store.config import load
-
-    cfg = load(str(h.tmp / "a.toml"), {})
-    return Client(cfg.redis.url, cfg.redis.prefix, cfg.pool.queue, retention_s=cfg.pool.result_retention,
-                  lock_ttl_ms=cfg.lock_ttl_ms)
-
-
 @pytest.fixture
 def q(h):
     h.config()
     return h.queue()
 
 
-def submit(q, user="u", priority="interactive") -> str:
-    return q.enqueue(SubmitRequest(kind="noop", user=user, payload={}, priority=priority))[1]
+def submit(h, user="u", priority="interactive") -> str:
+    return h.submit("noop", user, priority=priority)
 
 
 def ids(h, key) -> list[str]:
@@ -44,10 +34,10 @@ def ids(h, key) -> list[str]:
 @pytest.mark.timeout(30)
 def test_a_running_interactive_job_requeued_after_a_crash_goes_back_to_the_front_of_ready_hi(h, q):
     k = q.k
-    a = submit(q)
+    a = submit(h)
     t = q.take("proc:1", args(), "s1")
     assert isinstance(t.started, Run)
-    other = submit(q, user="v")  # another user's interactive turn, queued meanwhile
+    other = submit(h, user="v")  # another user's interactive turn, queued meanwhile
     assert q.requeue("proc:1", a.encode(), "crash", list_dead=False, **REQ) == "requeued"
     assert ids(h, k.ready_hi)[-1] == a and other in ids(h, k.ready_hi)  # its class, at the pop end
     assert a.encode() not in h.r.lrange(k.ready_lo, 0, -1)
@@ -62,9 +52,9 @@ def test_a_running_interactive_job_requeued_after_a_crash_goes_back_to_the_front
 @pytest.mark.timeout(30)
 def test_a_settles_requeue_puts_an_interactive_job_back_on_ready_hi(h, q):
     k = q.k
-    a = submit(q)
+    a = submit(h)
     t = q.take("proc:1", args(), "s1")
-    submit(q, user="v")  # another user's interactive turn, queued meanwhile
+    submit(h, user="v")  # another user's interactive turn, queued meanwhile
     reply, nxt = q.settle_take("proc:1", q.get(a), t.started.token, "requeue", args(), "s2")
     # back at the front of its own class (not behind every interactive job, as on ready:lo), so
     # the same step's take starts it again at once
@@ -75,9 +65,9 @@ def test_a_settles_requeue_puts_an_interactive_job_back_on_ready_hi(h, q):
 @pytest.mark.timeout(30)
 def test_cancelling_a_users_interactive_fair_entry_passes_its_turn_to_its_next_interactive_job(h, q):
     k = q.k
-    a, b = submit(q), submit(q)
+    a, b = submit(h), submit(h)
     assert ids(h, k.ready_hi) == [a] and ids(h, k.hibacklog("u")) == [b]
-    c = client_of(h)
+    c = h.client()
     assert c.cancel(a).outcome == "cancelled"
     assert q.get(a).state.value == "cancelled"
     assert ids(h, k.ready_hi) == [b] and h.r.hget(k.inready_hi, "u").decode() == b
@@ -88,7 +78,7 @@ def test_cancelling_a_users_interactive_fair_entry_passes_its_turn_to_its_next_i
 @pytest.mark.timeout(30)
 def test_run_cancel_takes_a_parked_interactive_job_out_of_the_users_wait_list(h, q):
     k = q.k
-    c = client_of(h)
+    c = h.client()
     run = c.submit_run("u", "noop", [{"key": "1", "payload": {}}, {"key": "2", "payload": {}}],
                        priority="interactive")
     first, second = ids(h, k.runjobs(run.id))
@@ -104,7 +94,7 @@ def test_run_cancel_takes_a_parked_interactive_job_out_of_the_users_wait_list(h,
 @pytest.mark.timeout(30)
 def test_a_retried_interactive_run_queues_through_the_users_interactive_turn(h, q):
     k = q.k
-    c = client_of(h)
+    c = h.client()
     run = c.submit_run("u", "noop", [{"key": str(i), "payload": {}} for i in range(3)], priority="interactive")
     jobs = ids(h, k.runjobs(run.id))
     assert ids(h, k.ready_hi) == [jobs[0]] and ids(h, k.hibacklog("u")) == jobs[1:]
@@ -120,11 +110,11 @@ def test_an_interactive_job_queued_while_a_bulk_waiter_is_promoted_still_starts_
     # Given per_user = 1: the user's bulk b1 runs, b2 is parked behind the lock, and then its
     # interactive i1 is queued while every slot is busy (not parked: nobody claimed it yet)
     k = q.k
-    b1, b2 = submit(q, priority="bulk"), submit(q, priority="bulk")
+    b1, b2 = submit(h, priority="bulk"), submit(h, priority="bulk")
     t1 = q.take("proc:1", args(), "s1")
     assert t1.entry.decode() == b1 and isinstance(t1.started, Run)
     assert q.take("proc:2", args(), "s2").started == Parked("user", "u")
-    i1 = submit(q)
+    i1 = submit(h)
     # When b1 settles: its release promotes b2 (the only waiter), and the same step's take claims i1
     _, nxt = q.settle_take("proc:1", q.get(b1), t1.started.token, "completed", args(), "s3")
     # Then i1 runs first, and b2 is back at the head of the user's bulk waiters, out of ready:lo

@@ -27,7 +27,6 @@ import pytest
 
 from support.requeue_ref import requeue_one_by_one
 from tender_pool.slots.queue import Empty, NoLease, Parked, Run, Stale, TakeArgs, Taken
-from tender_pool.store.types import SubmitRequest
 
 
 def args(**kw) -> TakeArgs:
@@ -41,8 +40,8 @@ def q(h):
     return h.queue()
 
 
-def submit(q, user="u") -> str:
-    return q.enqueue(SubmitRequest(kind="noop", user=user, payload={}))[1]
+def submit(h, user="u") -> str:
+    return h.submit("noop", user)
 
 
 REQ = dict(crash_cap=5, lock_ttl_ms=60_000, retention_s=3600)
@@ -51,7 +50,7 @@ REQ = dict(crash_cap=5, lock_ttl_ms=60_000, retention_s=3600)
 @pytest.mark.timeout(30)
 def test_a_deadline_requeue_leaves_an_entry_started_since_it_was_judged(h, q):
     # Given an entry a slot claimed and the reaper stamped (the slot sat between BLMOVE and its take)
-    jid = submit(q)
+    jid = submit(h)
     assert q.claim("proc:1", 0.1) == jid.encode()
     _, [(entry, judged)] = q.stamp("proc:1")
     # When the slot's take starts it (a new stamp) before the reaper's requeue lands
@@ -71,7 +70,7 @@ def test_a_deadline_requeue_leaves_an_entry_started_since_it_was_judged(h, q):
 def test_take_starts_nothing_on_a_lapsing_lease_and_leaves_a_given_entry_in_the_list(h, q):
     host = q.k.host("ha")
     a = args(host_key=host, min_lease_ms=2_000)
-    jid = submit(q)
+    jid = submit(h)
     # no host key at all (expired): nothing claimed, nothing started
     assert isinstance(q.take("proc:1", a, "abc"), NoLease)
     assert h.r.llen("proc:1") == 0 and q.get(jid).state.value == "queued"
@@ -93,7 +92,7 @@ def test_settle_take_settles_but_takes_nothing_on_a_lapsing_lease(h, q):
     host = q.k.host("ha")
     h.r.set(host, "holder", px=10_000)
     a = args(host_key=host, min_lease_ms=2_000)
-    jobs = {submit(q, "u1"), submit(q, "u2")}
+    jobs = {submit(h, "u1"), submit(h, "u2")}
     t = q.take("proc:1", a, "abc")
     assert isinstance(t, Taken) and isinstance(t.started, Run)
     first = t.entry.decode()
@@ -108,7 +107,7 @@ def test_settle_take_settles_but_takes_nothing_on_a_lapsing_lease(h, q):
 
 @pytest.mark.timeout(30)
 def test_start_and_take_refuse_an_entry_no_longer_in_the_callers_list(h, q):
-    jid = submit(q)
+    jid = submit(h)
     assert q.claim("proc:1", 0.1) == jid.encode()
     # the reaper took it back (requeue.lua) before our take ran
     assert q.requeue("proc:1", jid.encode(), "deadline", list_dead=False, **REQ) == "requeued"
@@ -128,7 +127,7 @@ def test_start_and_take_refuse_an_entry_no_longer_in_the_callers_list(h, q):
 def test_a_retried_take_does_not_start_an_entry_its_first_call_parked_and_a_release_promoted(h, q):
     # Given the user's lock held by another attempt, and X claimed by our BLMOVE
     h.r.set(q.k.lock("u"), "9.other")
-    x = submit(q)
+    x = submit(h)
     assert q.claim("proc:1", 0.1) == x.encode()
     # When our take parks X behind the lock, its reply is lost, and the lock's release promotes X
     # (reserved for it, back in ready) before our retry runs
@@ -147,7 +146,7 @@ def test_a_retried_take_does_not_start_an_entry_its_first_call_parked_and_a_rele
 def test_a_retried_take_checks_the_lease_unless_it_adopts_its_own_first_start(h, q):
     host = q.k.host("ha")
     a = args(host_key=host, min_lease_ms=2_000)
-    x, y = submit(q, "u1"), submit(q, "u2")
+    x, y = submit(h, "u1"), submit(h, "u2")
     # a first call that never ran (lost on the way), then the lease lapses: the retry starts nothing
     h.r.set(host, "holder", px=500)
     first = q.claim("proc:1", 0.1)
@@ -168,7 +167,7 @@ def test_a_retried_take_checks_the_lease_unless_it_adopts_its_own_first_start(h,
 def test_a_retried_settle_take_adopts_the_attempt_its_first_call_started_of_the_same_job(h, q):
     # Given X running (the only job), settled back to ready (an interruption) by a settle_take whose
     # take part started X again at once, and whose reply was lost
-    x = submit(q)
+    x = submit(h)
     t = q.take("proc:1", args(), "abc")
     assert isinstance(t, Taken) and isinstance(t.started, Run)
     job = q.get(x)
@@ -200,7 +199,7 @@ B_WORKER = "hb-slot2"
 def running_on_b(h, q):
     """X started by B through take.lua, and a duplicate entry of X in A's list."""
     pa, pb = q.k.proc(*A_PROC), q.k.proc(*B_PROC)
-    x = submit(q)
+    x = submit(h)
     t = q.take(pb, msgspec.structs.replace(args(), worker=B_WORKER), "bbb")
     assert isinstance(t, Taken) and t.entry == x.encode() and t.started.token == "1.bbb"
     assert msgspec.json.decode(h.r.get(q.k.busy(B_WORKER)))["job_id"] == x
@@ -248,7 +247,7 @@ def test_requeue_many_of_a_dead_list_leaves_a_duplicate_of_an_attempt_live_elsew
     x, pa, pb, run = running_on_b(h, q)
     stamp = h.r.hget(q.k.started, x)
     # beside it in A's dead list, an entry of a queued job: requeued as ever
-    y = submit(q, "u2")
+    y = submit(h, "u2")
     assert h.r.lmove(q.k.ready_lo, pa, "RIGHT", "LEFT") == y.encode()
     out = dict(q.requeue_list_many(pa, "crash", **REQ))
     assert out == {x: "gone", y: "requeued"}
@@ -318,7 +317,7 @@ W_WORKER = "hw-slot3"
 
 def running_on_the_respawned_slot(h, q):
     l1, l2 = q.k.proc(*W_DEAD), q.k.proc(*W_NEW)
-    x = submit(q)
+    x = submit(h)
     t = q.take(l2, msgspec.structs.replace(args(), worker=W_WORKER), "www")
     assert isinstance(t, Taken) and t.entry == x.encode() and isinstance(t.started, Run)
     assert h.r.hget(q.k.job(x), "proc") == l2.encode() and q.get(x).worker == W_WORKER

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tender_pool.store.types import SubmitRequest
 
 PROBE = Path(__file__).with_name("slot_probe.py")
 
@@ -19,9 +18,8 @@ def test_a_busy_slot_makes_at_most_two_round_trips_and_one_report_write_per_job(
     # Given 20 queued no-op jobs of 20 users (no user waits for another's lock)
     n = 20
     cfg = h.config(heartbeat=30)  # no beats due during the run: only the jobs' reports are written
-    q = h.queue()
     for i in range(n):
-        q.enqueue(SubmitRequest(kind="noop", user=f"u{i}", payload={}))
+        h.submit("noop", f"u{i}")
     # When one slot runs them all
     out = subprocess.run([sys.executable, str(PROBE), str(cfg), str(n)], capture_output=True, text=True,
                          timeout=100)
@@ -34,4 +32,4 @@ def test_a_busy_slot_makes_at_most_two_round_trips_and_one_report_write_per_job(
     assert got["round_trips"] <= 2 * n, got
     assert got["round_trips"] <= n + 6, got
     assert got["report_writes"] <= n + 3, got
-    assert all(q.get(j.decode()).attempts == 1 for j in h.r.zrange(q.k.finished, 0, -1))
+    assert all(h.job(j.decode()).attempts == 1 for j in h.r.zrange(h.k.finished, 0, -1))

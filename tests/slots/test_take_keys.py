@@ -9,7 +9,6 @@ import msgspec
 import pytest
 
 from tender_pool.slots.queue import Empty, Parked, RawEntry, Run, TakeArgs, Taken
-from tender_pool.store.types import SubmitRequest
 
 USER = "we:ird user é"  # colons and spaces are allowed in users; the names must still match Keys
 
@@ -19,8 +18,8 @@ def args(limits=None) -> TakeArgs:
                     busy_ttl_ms=60_000, limits=msgspec.json.encode(limits or {"*": [10_000, 1]}))
 
 
-def submit(q, user=USER, kind="noop", **kw) -> str:
-    return q.enqueue(SubmitRequest(kind=kind, user=user, payload={"file": "/x/y.doc"}, **kw))[1]
+def submit(h, user=USER, kind="noop", **kw) -> str:
+    return h.submit(kind, user, {"file": "/x/y.doc"}, **kw)
 
 
 @pytest.fixture
@@ -32,7 +31,7 @@ def q(h):
 @pytest.mark.timeout(30)
 def test_take_starts_the_job_under_the_keys_keys_py_names(h, q):
     k = q.k
-    jid = submit(q)
+    jid = submit(h)
     t = q.take("proc:1", args({"noop": [12_000, 1], "*": [1, 1]}), "abc")
     assert isinstance(t, Taken) and isinstance(t.started, Run)
     assert t.entry.decode() == jid and t.record[b"user"].decode() == USER  # the record, as read
@@ -57,11 +56,11 @@ def test_take_starts_the_job_under_the_keys_keys_py_names(h, q):
 @pytest.mark.timeout(30)
 def test_take_parks_behind_the_users_lock_and_a_dependency_under_keys_names(h, q):
     k = q.k
-    first = submit(q, priority="interactive")
-    second = submit(q, priority="interactive")
+    first = submit(h, priority="interactive")
+    second = submit(h, priority="interactive")
     assert isinstance(q.take("p", args(), "s1").started, Run)
     # bob runs nothing: his interactive turn goes ahead of the user's next one (round robin)
-    other = submit(q, user="bob", after=[first], priority="interactive")
+    other = submit(h, user="bob", after=[first], priority="interactive")
     t = q.take("p", args(), "s2")
     assert t.started == Parked("dependency", first)
     assert h.r.lrange(k.deps(first), 0, -1) == [b"!" + other.encode()]  # an interactive park: '!' + id
@@ -75,7 +74,7 @@ def test_take_parks_behind_the_users_lock_and_a_dependency_under_keys_names(h, q
 @pytest.mark.timeout(30)
 def test_take_tops_up_the_users_fair_entry_from_its_backlog(h, q):
     k = q.k
-    a, b = submit(q), submit(q)
+    a, b = submit(h), submit(h)
     assert h.r.hget(k.inready, USER).decode() == a and h.r.lrange(k.backlog(USER), 0, -1) == [b.encode()]
     assert isinstance(q.take("p", args(), "s1").started, Run)
     assert h.r.hget(k.inready, USER).decode() == b and h.r.llen(k.backlog(USER)) == 0
@@ -85,7 +84,7 @@ def test_take_tops_up_the_users_fair_entry_from_its_backlog(h, q):
 @pytest.mark.timeout(30)
 def test_take_uses_the_kinds_semaphore_under_keys_names(h, q):
     k = q.k
-    jid = submit(q, kind="multi")
+    jid = submit(h, kind="multi")
     st = q.take("p", args({"multi": [10_000, 2], "*": [10_000, 1]}), "s1").started
     assert isinstance(st, Run)
     assert h.r.zrange(k.sem("multi", USER), 0, -1) == [st.token.encode()]
@@ -105,7 +104,7 @@ def test_take_leaves_raw_entries_and_drops_wake_tokens(h, q):
 @pytest.mark.timeout(30)
 def test_take_tops_up_the_users_interactive_fair_entry_from_its_own_backlog(h, q):
     k = q.k
-    a, b = submit(q, priority="interactive"), submit(q, priority="interactive")
+    a, b = submit(h, priority="interactive"), submit(h, priority="interactive")
     assert h.r.hget(k.inready_hi, USER).decode() == a and h.r.lrange(k.hibacklog(USER), 0, -1) == [b.encode()]
     assert h.r.lrange(k.ready_hi, 0, -1) == [a.encode()] and h.r.llen(k.backlog(USER)) == 0
     assert isinstance(q.take("p", args(), "s1").started, Run)

@@ -20,9 +20,8 @@ def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
     keys = Keys(cfg.redis.prefix, cfg.pool.queue)
     q = h.queue()
     tracker = BusyTracker(h.r, keys, "w-slot1", cfg, _Log())
-    from tender_pool.store.types import SubmitRequest
-    q.enqueue(SubmitRequest(kind="behave", user="u", payload={"file": "/in/a.pdf"}, id="old"))
-    q.enqueue(SubmitRequest(kind="behave", user="v", payload={}, id="new"))
+    h.submit("behave", "u", {"file": "/in/a.pdf"}, id="old")
+    h.submit("behave", "v", id="new")
     old, new = q.get("old"), q.get("new")
     for jid in ("old", "new"):  # claimed into the slot's list, as BLMOVE would (start.lua starts only those)
         h.r.lrem(keys.ready_lo, 0, jid)

@@ -25,12 +25,10 @@ import msgspec
 import pytest
 
 from support.requeue_ref import requeue_one_by_one
-from tender_pool.client import Client
 from tender_pool.slots.queue import Parked, Queue, Run, TakeArgs, Taken
 from tender_pool.store.config import load
 from tender_pool.store.keys import Owner
 from tender_pool.supervisor.reaper import Housekeeper
-from tender_pool.store.types import SubmitRequest
 
 USER = "we:ird user é"
 CAP = dict(crash_cap=3, lock_ttl_ms=60_000, retention_s=3600)
@@ -67,10 +65,10 @@ def world(h, q) -> str:
     k = q.k
     proc = k.proc(DEAD.host, DEAD.incarnation, 1, 1)
     h.r.hset(k.proclists, proc, DEAD.encode())
-    client = Client(h.redis.url, h.prefix, "tender_parse")
+    client = h.client()
 
     def sub(jid, user, kind="noop", **kw):
-        assert q.enqueue(SubmitRequest(kind=kind, user=user, id=jid, priority="interactive", **kw))[0]
+        h.submit(kind, user, id=jid, priority="interactive", **kw)
 
     sub("a1", USER)
     sub("a2", USER)  # parks behind a1's lock: wait:<user>, handed the lock when a1 is requeued
@@ -183,7 +181,7 @@ def running_list(h, q, owner: Owner, jobs: list[str]) -> str:
     proc = q.k.proc(owner.host, owner.incarnation, 1, 1)
     h.r.hset(q.k.proclists, proc, owner.encode())
     for jid in jobs:
-        assert q.enqueue(SubmitRequest(kind="noop", user=f"u-{jid}", id=jid, priority="interactive"))[0]
+        h.submit("noop", f"u-{jid}", id=jid, priority="interactive")
         assert isinstance(claim(h, q, proc, jid).started, Run)
     return proc
 
@@ -278,7 +276,7 @@ def test_a_list_longer_than_a_call_and_a_round_trip_is_done_whole(h, q, monkeypa
     h.r.hset(k.proclists, proc, DEAD.encode())
     ids = [f"j{i:02}" for i in range(53)]
     for jid in ids:
-        assert q.enqueue(SubmitRequest(kind="noop", user=f"u{jid}", id=jid))[0]
+        h.submit("noop", f"u{jid}", id=jid)
     for _ in ids:
         h.r.lmove(k.ready_lo, proc, "RIGHT", "LEFT")
     listed = [e.decode() for e in h.r.lrange(proc, 0, -1)]
@@ -313,7 +311,7 @@ def test_many_lists_of_dead_and_live_owners_in_shared_round_trips(h, q, monkeypa
         proc = k.proc(owner.host, owner.incarnation, x, 1)
         h.r.hset(k.proclists, proc, owner.encode())
         for _ in range(size):
-            assert q.enqueue(SubmitRequest(kind="noop", user=f"u{n}", id=f"j{n}"))[0]
+            h.submit("noop", f"u{n}", id=f"j{n}")
             h.r.lmove(k.ready_lo, proc, "RIGHT", "LEFT")
             n += 1
         lists.append((proc, owner.host, owner.holder))

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from tender_pool.client import BadInput
 
 
 def records(h):
@@ -92,8 +93,11 @@ def test_dependencies_wait_and_fail_clearly(h):
     dep = h.submit(user="w", payload={}, after=[bad])
     job = h.wait_state(dep, states=("failed",), timeout=15)
     assert job.error.kind == "dependency_failed" and bad in job.error.message
-    unknown = h.submit(user="w", payload={}, after=["no-such-job"])
-    assert h.wait_state(unknown, states=("failed",)).error.kind == "dependency_failed"
+    with pytest.raises(BadInput, match="no-such-job"):  # submit refuses an `after` id that does not exist
+        h.submit(user="w", payload={}, after=["no-such-job"])
+    # one that is gone by the job's start (a raw producer's entry, or a dependency expired since) fails it
+    h.r.lpush(h.k.ready_lo, json.dumps({"kind": "behave", "user": "w", "id": "unknown", "after": ["no-such-job"]}))
+    assert h.wait_state("unknown", states=("failed",)).error.kind == "dependency_failed"
 
 
 def test_lock_value_is_the_attempt_token_and_ttl_covers_longest_timeout(h):

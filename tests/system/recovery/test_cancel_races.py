@@ -18,12 +18,6 @@ from conftest import wait_until
 from .trail import attempts, handlers, wait_ticking
 
 
-def client(h):
-    from tender_pool.client import Client
-
-    return Client.from_config(str(h.tmp / "a.toml"), {})
-
-
 def base(h) -> str:
     return f"{h.prefix}:{{tender_parse}}"
 
@@ -40,7 +34,7 @@ def test_cancel_between_claim_and_start(h, then):
     [proc] = [p.decode() for p in h.r.hkeys(f"{base(h)}:proclists")]
     assert h.r.lrange(proc, 0, -1) == [jid.encode()] and h.job(jid).state.value == "queued"
     # When the job is cancelled in that gap (it is in no list cancel.lua can take it from: flagged)
-    assert client(h).cancel(jid).outcome in ("signalled", "cancelled")
+    assert h.client().cancel(jid).outcome in ("signalled", "cancelled")
     # and the slot goes on (or dies there and its list is requeued)
     if then == "continue":
         os.kill(pid, signal.SIGCONT)
@@ -67,7 +61,7 @@ def test_cancel_during_retry_backoff(h):
     wait_until(lambda: h.r.zscore(f"{base(h)}:delayed", jid) is not None, 20, what="the retry in delayed")
     assert h.job(jid).state.value == "queued" and h.job(jid).tries == 1
     # When it is cancelled
-    assert client(h).cancel(jid).outcome == "cancelled"
+    assert h.client().cancel(jid).outcome == "cancelled"
     # Then it is cancelled at once, out of `delayed`, and never promoted or run again
     job = h.job(jid)
     assert job.state.value == "cancelled" and job.error.kind == "cancelled", job
@@ -87,7 +81,7 @@ def test_cancel_while_waiting_on_a_dependency(h):
     h.wait_state(dep, states=("waiting",), timeout=10)
     assert h.r.lrange(f"{base(h)}:deps:{first}", 0, -1) == [dep.encode()]
     # When it is cancelled
-    assert client(h).cancel(dep).outcome == "cancelled"
+    assert h.client().cancel(dep).outcome == "cancelled"
     # Then it ends at once, out of the dependency's list; `first` ending later does not start it
     job = h.job(dep)
     assert job.state.value == "cancelled" and job.error.kind == "cancelled" and job.attempts == 0, job

@@ -24,20 +24,18 @@ import asyncio
 import json
 import os
 import signal
-import threading
-import time
 import uuid
 
 import pytest
 import redis
 from conftest import Harness, wait_until
+from support.producer import Producer
 from support.cluster import Cluster, keyslot, started
 
 from tender_pool.client import Client
 from tender_pool.store.connection import connect
 from tender_pool.slots.queue import Queue
 from tender_pool.store.config import load
-from tender_pool.store.types import SubmitRequest
 
 
 @pytest.fixture(scope="module")
@@ -153,39 +151,6 @@ def test_a_slot_sigkilled_mid_job_completes_the_job_once(ch):
     assert not [k for k in ch.r.scan_iter(match=f"{ch.prefix}:*:proc:*") if ch.r.llen(k)]
 
 
-class Producer:
-    """Submits ``cf-0``, ``cf-1``, … through a Queue on the cluster URL as fast as they are
-    acknowledged; a refused submit is sent again with the same id (what a platform does)."""
-
-    def __init__(self, cfg_path, record):
-        self.q = Queue.for_config(load(str(cfg_path), {}))
-        self.record = record
-        self.acked: list[str] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True, name="producer")
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join(20)
-
-    def _run(self):
-        i = 0
-        while not self._stop.is_set():
-            jid = f"cf-{i}"
-            try:
-                self.q.enqueue(SubmitRequest(kind="behave", user=f"u{i % 5}", id=jid,
-                                             payload={"record": str(self.record), "sleep": 0.02}))
-                self.acked.append(jid)
-                i += 1
-            except redis.RedisError as e:
-                self.errors.append(repr(e))
-                time.sleep(0.02)
-            time.sleep(0.005)
 
 
 @pytest.mark.timeout(90)
@@ -194,7 +159,7 @@ def test_a_master_failed_over_while_jobs_run_loses_nothing_and_runs_nothing_twic
     cfg = ch.config(workers=2, heartbeat=1)
     d = ch.daemon(workers=2, heartbeat=1)
     d.wait_slots(2)
-    with Producer(cfg, ch.records) as p:
+    with Producer(cfg, ch.records, tag="cf", users=5, sleep=0.02) as p:
         wait_until(lambda: len(p.acked) >= 40, 30, what="load before the failover")
         # When the replica of the master owning the queue's slot takes over (CLUSTER FAILOVER)
         old, new = cluster.failover("tender_parse")
@@ -325,7 +290,7 @@ def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster
     assert load(str(cfg), {}).redis.wait_replicas == 1
     d = ch.daemon()  # on the config file as written above
     d.wait_slots(2)
-    with Producer(cfg, ch.records) as p:
+    with Producer(cfg, ch.records, tag="cf", users=5, sleep=0.02) as p:
         wait_until(lambda: len(p.acked) >= 30, 30, what="load before the kill")
         # When the master owning the queue's slot is SIGKILLed (its replica is promoted ~2 s later)
         old = cluster.owner("tender_parse")

@@ -20,58 +20,20 @@ which is a separate matter from what a failover does to acknowledged writes.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
 import redis
 from conftest import Harness, wait_until
+from support.producer import Producer
 from .conftest import _SentinelServer
 
-from tender_pool.store.connection import NotReplicated
 from tender_pool.slots.queue import Queue
 from tender_pool.store.config import load
-from tender_pool.store.types import SubmitRequest
 
 BEFORE, AFTER = 60, 100  # acknowledged jobs to reach before the switch, and after it
 
 
-class Producer:
-    """Submits ``fo-0``, ``fo-1``, … as fast as the pool acknowledges them; a refused or failed
-    submit is sent again with the same id (what a platform does), so ``acked`` has no gaps."""
-
-    def __init__(self, cfg_path, record):
-        self.q = Queue.for_config(load(str(cfg_path), {}))
-        self.record = record
-        self.acked: list[str] = []
-        self.refused = 0  # NotReplicated: ran on a primary, not acknowledged
-        self.errors = 0  # no primary reachable
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True, name="producer")
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join(20)
-
-    def _run(self):
-        i = 0
-        while not self._stop.is_set():
-            jid = f"fo-{i}"
-            try:
-                self.q.enqueue(SubmitRequest(kind="behave", user=f"u{i % 7}", id=jid,
-                                             payload={"record": str(self.record), "sleep": 0.01}))
-                self.acked.append(jid)
-                i += 1
-            except NotReplicated:
-                self.refused += 1
-            except redis.RedisError:
-                self.errors += 1
-                time.sleep(0.02)
-            time.sleep(0.005)
 
 
 def _attempts(record, jid) -> list[tuple[int, float, float | None]]:
@@ -108,7 +70,7 @@ def test_failover_under_load_loses_nothing_and_reruns_nothing(make_sentinels, tm
         d = h.daemon(workers=2, heartbeat=2)
         d.wait_slots(2)
         # Given load flowing through a daemon and a producer on the Sentinel URL
-        with Producer(cfg, record) as p:
+        with Producer(cfg, record, tag="fo", users=7, sleep=0.01) as p:
             wait_until(lambda: len(p.acked) >= BEFORE, 30, what="load before the switch")
             # When the primary is failed over (planned) or SIGKILLed
             old, new = sentinels.failover() if how == "planned" else sentinels.kill_primary()
@@ -155,7 +117,7 @@ def test_failover_under_load_loses_nothing_and_reruns_nothing(make_sentinels, tm
         att = [a for jid in acked for a in _attempts(record, jid)]
         first_start = min((s - switched_at for _, s, _ in att if s > switched_at), default=float("inf"))
         first_end = min((e - switched_at for _, s, e in att if s > switched_at and e), default=float("inf"))
-        print(f"\n{how}: primary {old} -> {new}: acked {len(acked)}, refused {p.refused}, errors {p.errors}, "
+        print(f"\n{how}: primary {old} -> {new}: acked {len(acked)}, refused {p.refused}, errors {len(p.errors)}, "
               f"lost 0, re-run {len(rerun)}, after +switch-master: first start {first_start:.3f} s, "
               f"first completion {first_end:.3f} s")
         assert not rerun, f"finished jobs ran again: {rerun[:3]}"

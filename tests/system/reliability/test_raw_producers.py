@@ -10,19 +10,22 @@ from conftest import wait_until
 
 
 def _dead(h):
-    base = f"{h.prefix}:{{tender_parse}}"
-    return [json.loads(x) for x in h.r.lrange(f"{base}:dead", 0, -1)]
+    return [json.loads(x) for x in h.r.lrange(h.k.dead, 0, -1)]
 
 
 @pytest.mark.timeout(60)
 def test_a_raw_entry_closing_a_dependency_cycle_is_dead_lettered_with_the_cycle(h):
-    base = f"{h.prefix}:{{tender_parse}}"
     h.config()
-    # Given job B (queued through the API, which takes `after` ids on trust) waits for A
+    # Given job B waits for job A, whose record is gone since (submit refuses an unknown `after` id,
+    # so only a dependency that vanished after B's submit leaves B waiting for an id that is free)
+    h.submit(kind="behave", user="u0", id="cyc-A")
     b = h.submit(kind="behave", user="u1", id="cyc-B", after=["cyc-A"])
-    h.r.lrem(f"{base}:ready:lo", 0, b)  # not claimable yet: the raw A must be looked at first
+    h.r.delete(h.k.job("cyc-A"))
+    h.r.lrem(h.k.ready_lo, 0, "cyc-A")
+    h.r.hdel(h.k.inready, "u0")
+    h.r.lrem(h.k.ready_lo, 0, b)  # not claimable yet: the raw A must be looked at first
     # When a raw producer pushes A, after B
-    h.r.rpush(f"{base}:ready:hi", json.dumps({"kind": "behave", "user": "u1", "id": "cyc-A", "after": ["cyc-B"]}))
+    h.r.rpush(h.k.ready_hi, json.dumps({"kind": "behave", "user": "u1", "id": "cyc-A", "after": ["cyc-B"]}))
     d = h.daemon()
     d.wait_slots(2)
     # Then A is a dead letter whose reason names the cycle
@@ -39,10 +42,9 @@ def test_a_raw_entry_closing_a_dependency_cycle_is_dead_lettered_with_the_cycle(
     ({"id": "self-1", "after": ["self-1"]}, "cannot wait for itself"),
 ])
 def test_raw_entries_breaking_the_submit_rules_are_dead_lettered(h, fields, says):
-    base = f"{h.prefix}:{{tender_parse}}"
     d = h.daemon()
     d.wait_slots(2)
-    h.r.lpush(f"{base}:ready:lo", json.dumps({"kind": "behave", "user": "u1", **fields}))
+    h.r.lpush(h.k.ready_lo, json.dumps({"kind": "behave", "user": "u1", **fields}))
     dead = wait_until(lambda: _dead(h), 15, what="a dead letter")
     assert says in dead[0]["reason"], dead
     ok = h.submit(kind="behave", user="u2")  # and the pool keeps serving

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import Harness, RedisServer, wait_until  # noqa: E402
 
 
@@ -50,18 +49,14 @@ def main() -> None:
             h = Harness(tmp_path, srv)
             h.daemon(workers=4)
             time.sleep(2)
-            from tender_pool.store.types import SubmitRequest
 
-            def plain(k):
-                return [h.queue().enqueue(SubmitRequest(kind="noop", user=f"u{i % 50}", payload={}))[1]
-                        for i in range(k)]
+            def plain(k):  # Client.submit: the enqueue script and the job's read-back (HGETALL)
+                return [h.submit("noop", f"u{i % 50}") for i in range(k)]
 
             measure(h, 20, plain)  # warm up (script loads)
             per, xadd, br = measure(h, n, plain)
             print(f"plain jobs: {per:.1f} commands/job (XADD apart: {xadd:.2f}/job)  {br}")
-            from runhelp import client_of
-
-            c = client_of(h)
+            c = h.client()
             run_submit = True
             if run_submit:
                 def runs(k):

@@ -1,18 +1,9 @@
-"""Helpers for the runs tests (not a conftest: tests/conftest.py is the one): a Client on the harness's Redis and prefix, and a recount of a run."""
+"""Helpers for the runs tests (not a conftest: tests/conftest.py is the one): the tick handlers'
+config, a recount of a run, the events of a stream."""
 
 from __future__ import annotations
 
 import json
-
-
-
-def client_of(h, name: str = "a"):
-    from tender_pool.client import Client
-    from tender_pool.store.config import load
-
-    cfg = load(str(h.tmp / f"{name}.toml"), {})
-    return Client(cfg.redis.url, cfg.redis.prefix, cfg.pool.queue, retention_s=cfg.pool.result_retention,
-                  lock_ttl_ms=cfg.lock_ttl_ms)
 
 
 BUCKET = {"dead": "failed"}

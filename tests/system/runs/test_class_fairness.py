@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import wait_until
-from .runhelp import client_of, handlers
+from .runhelp import handlers
 
 
 def events(h) -> list[dict]:
@@ -35,7 +35,7 @@ def state(h, jid: str) -> str:
 def test_an_interactive_run_does_not_starve_another_users_interactive_job(h):
     # Given user A's 60-job interactive run keeping both slots busy (per_user = 0)
     h.daemon(workers=2, handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     run = c.submit_run("A", "par", [{"key": str(i), "payload": {"sleep": 0.1}} for i in range(60)],
                        priority="interactive")
     a_ids = set(x.decode() for x in h.r.lrange(h.queue().k.runjobs(run.id), 0, -1))

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import wait_until
-from .runhelp import client_of, handlers
+from .runhelp import handlers
 
 
 def starts(h) -> dict[str, tuple[float, float | None, str]]:
@@ -40,7 +40,7 @@ def max_overlap(spans: list[tuple[float, float]]) -> int:
 def test_a_100_job_bulk_run_does_not_delay_another_users_job_by_more_than_one_job(h, priority):
     # Given user A's 100-job bulk run using all 4 slots (per_user = 0), each job 0.4 s
     h.daemon(workers=4, handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     dur = 0.4
     run = c.submit_run("A", "par", [{"key": str(i), "payload": {"sleep": dur, "record": str(h.records)}}
                                     for i in range(100)])
@@ -85,7 +85,7 @@ def test_one_users_jobs_start_in_submit_order_under_concurrent_claims(h):
 @pytest.mark.timeout(120)
 def test_max_parallel_caps_a_runs_concurrent_jobs(h):
     h.daemon(workers=4, handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     run = c.submit_run("M", "par", [{"key": str(i), "payload": {"sleep": 0.3, "record": str(h.records)}}
                                     for i in range(12)], max_parallel=2)
     wait_until(lambda: h.r.hget(h.queue().k.run(run.id), "state") == b"completed", 60, what="run done")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from conftest import wait_until
-from .runhelp import client_of, events, handlers
+from .runhelp import events, handlers
 from tender_pool.slots.progress import CHUNK_CAP, ProgressFeed
 
 
 @pytest.mark.timeout(90)
 def test_progress_lines_arrive_in_order_and_coalesced(h):
     h.daemon(workers=1, handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     lines = [{"progress": i / 40, "message": f"step {i}"} for i in range(40)]
     lines += [{"chunk": f"<{i}>"} for i in range(100)]
     run = c.submit_run("p", "par", [{"key": "sec", "payload": {"progress": lines, "progress_gap": 0.01}}])

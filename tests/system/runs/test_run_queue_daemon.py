@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from conftest import wait_until
-from .runhelp import client_of, handlers, recount, run_state
+from .runhelp import handlers, recount, run_state
 
 
 @pytest.mark.timeout(120)
@@ -28,7 +28,7 @@ def test_the_housekeeper_finishes_queuing_a_run_whose_submitter_died(h, monkeypa
 
     monkeypatch.setattr(rs, "wait_replicated", dies_after_two)
     h.config(handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     with pytest.raises(Unavailable):
         c.submit_run("ann", "par", [{"key": str(i), "payload": {"echo": i}} for i in range(10)], run_id="half")
     k = h.queue().k

@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from conftest import wait_until
-from .runhelp import client_of, events, handlers, recount, run_state
+from .runhelp import events, handlers, recount, run_state
 
 FINAL = ("completed", "partial_success", "failed", "cancelled")
 
@@ -54,7 +54,7 @@ def test_counts_and_state_match_a_recount_after_outcomes_cancels_retries_and_slo
     # Given a run of 36 jobs: quick, slow, retried then fine, always failing, a final error, slot
     # SIGKILLs (crash_cap), and long ones we cancel one by one
     h.daemon(workers=4, handlers=handlers(per_user_par=0), extra="crash_cap = 2")
-    c = client_of(h)
+    c = h.client()
     rnd = random.Random(10)
     kinds = [{}, {"sleep": 0.2}, {"fail_until": 2}, {"exit": 1}, {"final_error": "corrupt"}, {"sleep": 30}]
     items = [{"key": f"s{i}", "payload": dict(rnd.choice(kinds), n=i)} for i in range(34)]
@@ -89,7 +89,7 @@ def test_counts_and_state_match_a_recount_after_outcomes_cancels_retries_and_slo
 @pytest.mark.timeout(120)
 def test_events_shape_skip_by_hash_and_overwrite(h):
     h.daemon(workers=2, handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     items = [{"key": f"1.{i}", "payload": {"echo": i}} for i in range(4)]
     run = c.submit_run("bob", "par", items)
     assert wait_final(h, run.id) == "completed"
@@ -129,7 +129,7 @@ def test_events_shape_skip_by_hash_and_overwrite(h):
 @pytest.mark.timeout(120)
 def test_cancel_run_ends_queued_at_once_and_kills_running_groups(h):
     h.daemon(workers=2, handlers=handlers(per_user_par=0))
-    c = client_of(h)
+    c = h.client()
     items = [{"key": str(i), "payload": {"sleep": 30, "record": str(h.records)}} for i in range(6)]
     run = c.submit_run("carol", "par", items)
     k = h.queue().k
@@ -150,7 +150,7 @@ def test_cancel_run_ends_queued_at_once_and_kills_running_groups(h):
 def test_cancel_racing_a_claim_ends_cancelled_without_running(h):
     # Given a slot stopped right after its BLMOVE of a run job (before start.lua)
     d = h.daemon(workers=1, handlers=handlers(per_user_par=0), faults="after_claim")
-    c = client_of(h)
+    c = h.client()
     run = c.submit_run("dave", "par", [{"key": "a", "payload": {"record": str(h.records)}},
                                         {"key": "b", "payload": {"record": str(h.records)}}])
     pid = h.fault_pid("after_claim")

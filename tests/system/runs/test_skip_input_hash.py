@@ -13,7 +13,6 @@ import msgspec
 import pytest
 
 from conftest import PYTHON, wait_until
-from .runhelp import client_of
 
 from tender_pool.client import items as client_items
 from tender_pool.slots import inputs
@@ -66,7 +65,7 @@ def test_a_file_changed_before_its_job_ran_is_never_skipped_back_to_its_old_byte
     f = docs / "a.txt"
     f.write_text("X")
     h.config(workers=1, handlers=cat_handlers(tmp_path), input_roots=[str(docs)])
-    c = client_of(h)
+    c = h.client()
     items = [{"key": "1", "payload": {"file": str(f)}}]
     first = c.submit_run("u1", "cat", items)  # hashed "X" at submit; no daemon yet: nothing runs
     f.write_text("Y")  # changed before the job runs
@@ -98,7 +97,7 @@ def test_a_file_changed_during_the_attempt_fails_it_retried_and_stores_what_the_
     f = docs / "a.txt"
     f.write_text("X")
     h.daemon(workers=1, handlers=cat_handlers(tmp_path), input_roots=[str(docs)])
-    c = client_of(h)
+    c = h.client()
     payload = {"file": str(f), "append_on": 1}  # attempt 1 reads "X", then the file becomes "X+"
     run, (rec,) = run_jobs(h, c, c.submit_run("u1", "cat", [{"key": "1", "payload": payload}]).id)
     assert run.state == "completed", rec
@@ -120,7 +119,7 @@ def test_parse_markdown_stores_the_hash_of_what_it_extracted(h, tmp_path):
     f = docs / "a.html"
     f.write_text("<p>first text</p>")
     h.config(workers=1, input_roots=[str(docs)])
-    c = client_of(h)
+    c = h.client()
     items = [{"key": "1", "payload": {"file": str(f)}}]
     first = c.submit_run("u1", "parse_markdown", items)
     f.write_text("<p>second text</p>")
@@ -204,7 +203,7 @@ def test_a_submission_hashes_each_distinct_file_once(h, tmp_path, monkeypatch):
 
     monkeypatch.setattr(digest, "file_sha256", counting)
     h.config()
-    c = client_of(h)
+    c = h.client()
     items = [{"key": f"b{i}", "payload": {"file": str(big)}} for i in range(20)]
     items += [{"key": "l", "payload": {"file": str(link)}}, {"key": "o", "payload": {"file": str(other)}},
               {"key": "n", "payload": {"n": 1}}]
