@@ -4,7 +4,6 @@ import json
 
 from tender_pool.client import Client
 from tender_pool.client.history import HistoryFilter, query
-from tender_pool.store.keys import Keys
 
 
 def ids(h, *args):
@@ -63,7 +62,7 @@ def test_history_filters_and_pagination(h, tmp_path):
 
     # It lives in Redis: with the daemon gone, the library call an admin page uses gives the same
     h.daemons[0].kill()
-    res = query(h.r, Keys(h.prefix, "tender_parse"), HistoryFilter(user="alice"), page=1, page_size=1)
+    res = query(h.r, h.k, HistoryFilter(user="alice"), page=1, page_size=1)
     assert res.total == 2 and [j.id for j in res.items] == ["j3"]
     assert ids(h, "--page", "2", "--page-size", "2") == (["j2", "j1"], 4)
     client = Client(h.redis.url, prefix=h.prefix)

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 from conftest import wait_until
 
+from support.keyspace import QUEUE
 from tender_pool.client import Client
 from tender_pool.client import history as history_mod
 from tender_pool.client.history import HistoryFilter, HistoryKeys, catch_up, query, trim
@@ -26,7 +27,6 @@ from tender_pool.client.status_probe import QueueProbe
 from tender_pool.store.types import JobError
 
 RET = 3600
-PROC = "proc:hist:1"
 USERS = ["alice", "bob", "carol", "we:ird é"]
 KINDS = ["noop", "convert", "write_section"]
 TA = TakeArgs(worker="w-hist", pid=1, lock_ttl_ms=60_000, retention_s=RET, max_waits=100, busy_ttl_ms=60_000,
@@ -42,7 +42,8 @@ class World:
         h.config()
         self.h, self.q, self.r = h, h.queue(), h.r
         self.k = self.q.k
-        self.c = Client(h.redis.url, h.prefix, "tender_parse", retention_s=RET)
+        self.proc = self.k.proc("hist", "i", 1, 1)  # the processing list the hand-driven takes claim into
+        self.c = Client(h.redis.url, h.prefix, QUEUE, retention_s=RET)
         self.rnd = random.Random(seed)
         self.taken: dict[str, int] = {}
         self.n = 0
@@ -60,7 +61,7 @@ class World:
     def drain(self) -> None:
         """Take and settle until nothing is queued (retries promoted at once)."""
         while True:
-            t = self.q.take(PROC, TA, f"s{self.rnd.randrange(1 << 30)}")
+            t = self.q.take(self.proc, TA, f"s{self.rnd.randrange(1 << 30)}")
             if not isinstance(t, Taken):
                 if self.q.promote_due(1000):
                     continue
@@ -82,20 +83,20 @@ class World:
         tok = t.started.token
         common = dict(lock_ttl_ms=60_000, retention_s=RET, worker=TA.worker)
         if fate == "completed":
-            self.q.settle(PROC, rec, tok, "completed", result={"value": {"n": n}}, **common)
+            self.q.settle(self.proc, rec, tok, "completed", result={"value": {"n": n}}, **common)
         elif fate == "failed":
-            self.q.settle(PROC, rec, tok, "failed", error=JobError("corrupt", "bad"), counts_try=True, **common)
+            self.q.settle(self.proc, rec, tok, "failed", error=JobError("corrupt", "bad"), counts_try=True, **common)
         elif fate == "retry":
-            self.q.settle(PROC, rec, tok, "retry", error=JobError("handler_failed", "again"), backoff_ms=0,
+            self.q.settle(self.proc, rec, tok, "retry", error=JobError("handler_failed", "again"), backoff_ms=0,
                           counts_try=True, **common)
         elif fate == "requeue":
-            self.q.settle(PROC, rec, tok, "requeue", **common)
+            self.q.settle(self.proc, rec, tok, "requeue", **common)
         elif fate == "cancelled":
-            self.q.settle(PROC, rec, tok, "cancelled", error=JobError("cancelled", "cancelled"), **common)
+            self.q.settle(self.proc, rec, tok, "cancelled", error=JobError("cancelled", "cancelled"), **common)
         elif fate == "crash":
-            assert self.q.requeue(PROC, t.entry, "crash", crash_cap=1, lock_ttl_ms=60_000, retention_s=RET) == "failed"
+            assert self.q.requeue(self.proc, t.entry, "crash", crash_cap=1, lock_ttl_ms=60_000, retention_s=RET) == "failed"
         elif fate == "dead":
-            assert self.q.deadletter(PROC, t.entry, "undecodable payload (test)", RET)
+            assert self.q.deadletter(self.proc, t.entry, "undecodable payload (test)", RET)
         else:
             raise AssertionError(fate)
 
@@ -421,7 +422,7 @@ def test_the_daemons_sweep_trims_the_indexes_with_the_retention(h):
     for j in ids:
         h.wait_state(j, states=("completed", "failed"))
     w = World.__new__(World)
-    w.r, w.k = h.r, h.queue().k
+    w.r, w.k = h.r, h.k
     hk = HistoryKeys(w.k)
     assert w.r.zcard(hk.state("failed")) == 1 and w.r.zcard(hk.user("alice")) == 2
     assert query(w.r, w.k, HistoryFilter(user="bob")).total == 2

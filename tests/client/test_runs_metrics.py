@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from .fakeslot import FakeSlot
+from support.keyspace import keys
 from tender_pool.client import Client
-from tender_pool.store.keys import Keys
 from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.store.types import AttemptEnd, CountersView, Finished
@@ -28,7 +28,7 @@ def scrape(collector) -> dict:
 def test_runs_by_final_state_jobs_per_run_and_time_to_finish(redis_server):
     prefix = "m" + uuid.uuid4().hex[:6]
     c = Client(redis_server.url, prefix=prefix)
-    probe = QueueProbe(c.r, Keys(prefix, "tender_parse"), 3600)
+    probe = QueueProbe(c.r, keys(prefix), 3600)
     m = PoolMetrics(["k"])
     col = PoolCollector(m, lambda: [], CountersView(), probe, lambda: None, lambda: 0)
     old = c.submit_run("u1", "k", [{"key": "x"}])

@@ -14,6 +14,7 @@ import time
 
 from tender_pool.slots import slot as slot_mod
 from tender_pool.store.config import load
+from tender_pool.store.keys import Keys
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     rfd, wfd = os.pipe()
     frames = bytearray()
     threading.Thread(target=lambda: [frames.extend(os.read(rfd, 65536)) for _ in iter(int, 1)], daemon=True).start()
-    s = slot_mod.Slot(cfg, 1, "probe-slot1", f"{cfg.redis.prefix}:{{{cfg.pool.queue}}}:proc:probe:1:1.1", "probe:1", wfd)
+    s = slot_mod.Slot(cfg, 1, "probe-slot1", Keys(cfg.redis.prefix, cfg.pool.queue).proc("probe", "1", 1, 1), "probe:1", wfd)
     # the host's lease, as its supervisor's heartbeat keeps it (a take starts nothing without one)
     s.q.r.set(s.q.k.host(cfg.pool.host_id), "probe", px=int(3 * cfg.pool.heartbeat * 1000))
     writes = 0

@@ -11,7 +11,7 @@ from conftest import wait_until
 
 
 def _done(h, jids):
-    return sum(1 for j in jids if h.r.hget(f"{h.prefix}:{{tender_parse}}:job:{j}", "state") == b"completed")
+    return sum(1 for j in jids if h.r.hget(h.k.job(j), "state") == b"completed")
 
 
 @pytest.mark.timeout(120)

@@ -6,7 +6,7 @@ from conftest import wait_until
 
 from tender_pool.slots.busy import BusyTracker, busy_ttl_ms
 from tender_pool.store.config import load
-from tender_pool.store.keys import Keys
+from support.keyspace import keys as keyspace
 from tender_pool.store.types import JobRecord
 
 
@@ -17,7 +17,7 @@ class _Log:
 
 def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
     cfg = load(str(h.config()), {})
-    keys = Keys(cfg.redis.prefix, cfg.pool.queue)
+    keys = keyspace(cfg.redis.prefix, cfg.pool.queue)
     q = h.queue()
     tracker = BusyTracker(h.r, keys, "w-slot1", cfg, _Log())
     h.submit("behave", "u", {"file": "/in/a.pdf"}, id="old")
@@ -54,7 +54,7 @@ def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
 
 def test_finished_fields_carry_queue_wait_and_extraction_figures(h, tmp_path):
     cfg = load(str(h.config()), {})
-    keys = Keys(cfg.redis.prefix, cfg.pool.queue)
+    keys = keyspace(cfg.redis.prefix, cfg.pool.queue)
     tracker = BusyTracker(h.r, keys, "w-slot2", cfg, _Log())
     doc = tmp_path / "a.pdf"
     doc.write_bytes(b"%PDF" + b"x" * 96)
@@ -74,7 +74,7 @@ def test_busy_state_lives_exactly_while_the_job_runs(h):
     h.daemon(workers=2)
     blocker = h.submit(kind="long", user="u", payload={"sleep": 2, "record": str(h.records)})
     wait_until(lambda: (h.records / f"{blocker}.1.start").exists(), 10, what="blocker start")
-    keys = [f"{h.prefix}:{{tender_parse}}:busy:ha-{h.prefix}-slot{i}" for i in (1, 2)]
+    keys = [h.k.busy(f"ha-{h.prefix}-slot{i}") for i in (1, 2)]
     states = [json.loads(v) for v in h.r.mget(keys) if v]
     assert [(s["job_id"], s["user"], s["attempt"]) for s in states] == [(blocker, "u", 1)]
     assert states[0]["started_at"] == h.job(blocker).started_at  # Redis TIME, the job's own start

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import write_config
+from support.keyspace import keys
 from tender_pool.slots.heartbeat import Reporter
 from tender_pool.supervisor import control
 from tender_pool.store.config import load
@@ -128,7 +129,7 @@ def test_first_step_forks_every_slot_and_reports_make_them_idle(make):
     sup, ops = make(workers=2)
     assert sup.step(0.0) is None
     assert ops.forks == 2 and all(s.state is SlotState.STARTING for s in sup.table.slots)
-    assert [s.proc for s in sup.table.slots] == [f"t:{{tender_parse}}:proc:h:{sup.incarnation}:{i}.1" for i in (1, 2)]
+    assert [s.proc for s in sup.table.slots] == [keys("t").proc("h", sup.incarnation, i, 1) for i in (1, 2)]
     a, b = pids(sup)
     ops.report(a, Idle())
     ops.report(b, Beat())

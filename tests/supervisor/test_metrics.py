@@ -64,12 +64,12 @@ def test_metric_values_after_known_work_and_promtool(h):
     bad = h.submit(user="f", payload={"final_error": "corrupt"})
     retry = h.submit(user="r", payload={"fail_until": 2})
     slow = h.submit(kind="slow", user="t", payload={"sleep": 10})
-    h.r.lpush(f"{h.prefix}:{{tender_parse}}:ready:lo", b"{not a job")
+    h.r.lpush(h.k.ready_lo, b"{not a job")
     for j in [blocker, parked, *ok, retry]:
         h.wait_state(j, timeout=30)
     h.wait_state(bad, states=("failed",))
     h.wait_state(slow, states=("failed",))
-    dead_key = f"{h.prefix}:{{tender_parse}}:dead"
+    dead_key = h.k.dead
     wait_until(lambda: h.r.llen(dead_key) == 1, 10, what="dead letter")
     waits = h.job(parked).waits
 

@@ -45,7 +45,7 @@ def take_args(worker: str = "w-dead") -> TakeArgs:
 def q(h):
     h.config()
     q = h.queue()
-    assert q.k.base == f"{h.prefix}:{{tender_parse}}"
+    assert q.k.base == h.k.base
     return q
 
 

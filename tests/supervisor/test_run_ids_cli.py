@@ -30,7 +30,7 @@ def test_run_id_makes_a_resubmission_the_same_run_and_other_items_exit_2(h):
     assert run["id"] == "batch7" and [j["id"] for j in run["jobs"]] == ["batch7/1", "batch7/2"]
     again = run_json(h, path, "--run-id", "batch7")
     assert again.returncode == 0 and json.loads(again.stdout)["jobs"] == run["jobs"]
-    k = h.queue().k
+    k = h.k
     assert h.r.zcard(k.runs) == 1 and h.r.llen(k.runjobs("batch7")) == 2
     other = run_json(h, items(h, '{"key": "a", "payload": {"x": 2}}', '{"key": "b"}', name="other.jsonl"),
                      "--run-id", "batch7")
@@ -48,7 +48,7 @@ def test_run_id_makes_a_resubmission_the_same_run_and_other_items_exit_2(h):
 
 def test_skipped_from_in_job_runs_show_and_history(h):
     h.config()
-    k = h.queue().k
+    k = h.k
     # Given a completed job whose input hash is recorded
     from tender_pool.client.items import input_hash
 

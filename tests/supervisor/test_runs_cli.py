@@ -28,7 +28,7 @@ def submit(h, *lines: str, args=()) -> dict:
 
 
 def runs_index_exists(h) -> bool:
-    return bool(h.r.exists(f"{h.prefix}:{{tender_parse}}:runs"))
+    return bool(h.r.exists(h.k.runs))
 
 
 @pytest.mark.timeout(60)

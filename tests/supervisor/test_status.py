@@ -55,7 +55,7 @@ def test_status_idle_busy_deferred_and_a_killed_slot(h, tmp_path):
     assert ra["rss_bytes"] > 0 and ra["tree_rss_bytes"] > 0 and ra["heaviest"] == "python"
     assert ra["cpu_percent"] is not None and ra["tree_cpu_percent"] is not None
     # the slot's own Redis busy state names the job
-    busy_key = f"{h.prefix}:{{tender_parse}}:busy:{ra['id']}"
+    busy_key = h.k.busy(ra['id'])
     assert json.loads(h.r.get(busy_key))["job_id"] == a
     text = h.cli("status")
     assert text.returncode == 0 and "alice" in text.stdout and "tender-42.docx" in text.stdout

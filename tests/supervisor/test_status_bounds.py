@@ -12,16 +12,15 @@ import uuid
 import pytest
 from conftest import wait_until
 
+from support.keyspace import keys
 from tender_pool.client import Client
-from tender_pool.store.keys import Keys
 from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.store.types import CountersView
 
-QUEUE = "tender_parse"
 
 
-def open_runs(r, k: Keys, n: int, *, user_len: int = 16, start_ms: int | None = None, tag: str = "r") -> list[str]:
+def open_runs(r, k, n: int, *, user_len: int = 16, start_ms: int | None = None, tag: str = "r") -> list[str]:
     """``n`` active runs as run_submit.lua leaves them (the run hash and its index entry), written in
     bulk: the volume of an import that opened runs faster than the pool finished them."""
     start_ms = start_ms if start_ms is not None else int(time.time() * 1000) - n - 10_000
@@ -50,7 +49,7 @@ def test_ten_thousand_big_active_runs_are_a_count_and_the_20_newest_everywhere(h
     # Given a daemon, and 9,000 open runs with 2 KB user names (listed whole: ~19 MB > 16 MiB)
     d = h.daemon(workers=1)
     d.wait_slots(1)
-    k = Keys(h.prefix, QUEUE)
+    k = h.k
     n = 9000
     open_runs(h.r, k, n, user_len=2000)
     c = Client(h.redis.url, prefix=h.prefix)
@@ -81,7 +80,7 @@ def test_ten_thousand_big_active_runs_are_a_count_and_the_20_newest_everywhere(h
 def test_runs_that_end_without_an_event_leave_the_count_and_a_read_costs_a_bounded_amount(redis_server):
     prefix = "b" + uuid.uuid4().hex[:6]
     r = redis_server.client()
-    k = Keys(prefix, QUEUE)
+    k = keys(prefix)
     ids = open_runs(r, k, 3000)
     probe = QueueProbe(r, k, 3600)
     probe.read()
@@ -131,7 +130,7 @@ def test_a_full_redis_is_a_problem_with_its_own_message_never_unreachable(h):
     h.r.config_set("maxmemory", used // 2)
     oom = "OOM command not allowed when used memory > 'maxmemory'"
     wait_until(lambda: status(h)[0] == 1, 15, what="degraded")
-    k = Keys(h.prefix, QUEUE)
+    k = h.k
     wait_until(lambda: not h.r.exists(k.host(f"ha-{h.prefix}")), 15, what="the heartbeat refused (its key expired)")
     # Then a problem with Redis's own words; Redis answers, so it is not "unreachable"
     for _ in range(3):

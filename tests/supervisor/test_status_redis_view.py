@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from conftest import wait_until
 
+from support.keyspace import keys
 from tender_pool.client.status_client import live_hosts
 from tender_pool.client.status_protocol import HostSlots, SlotRow
 from tender_pool.store.types import BusyState
@@ -31,7 +32,7 @@ def test_a_killed_hosts_busy_states_drop_out_with_its_heartbeat(h):
     wait_until(lambda: [b["job_id"] for b in redis_view(h)["busy"]] == [job], 10, what="busy state shown")
     view = redis_view(h)
     assert [x["host_id"] for x in view["hosts"]] == [f"ha-{h.prefix}"]
-    busy_keys = list(h.r.scan_iter(match=f"{h.prefix}:*:busy:*"))
+    busy_keys = list(h.r.scan_iter(match=h.k.busy("*")))
     assert len(busy_keys) == 1
     # When the whole host dies (the supervisor SIGKILLed; its slots follow it, nothing is cleaned up)
     os.kill(d.pid, signal.SIGKILL)
@@ -86,9 +87,10 @@ def test_the_redis_view_reads_its_hosts_without_walking_the_keyspace(h):
     # Given a busy host and a keyspace full of other things (another queue's 20,000 keys)
     d = h.daemon(workers=2, heartbeat=0.5)
     d.wait_slots(2)
+    other = keys("other", "q")
     p = h.r.pipeline(transaction=False)
     for i in range(20_000):
-        p.set(f"other:{{q}}:job:{i}", "x")
+        p.set(other.job(str(i)), "x")
     p.execute()
     job = h.submit(kind="long", user="u", payload={"sleep": 30})
     wait_until(lambda: [b["job_id"] for b in redis_view(h)["busy"]] == [job], 10, what="busy state shown")
@@ -100,4 +102,4 @@ def test_the_redis_view_reads_its_hosts_without_walking_the_keyspace(h):
     assert calls(h, "scan") == scans
     assert [x["host_id"] for x in view["hosts"]] == [f"ha-{h.prefix}"]
     assert [b["job_id"] for b in view["busy"]] == [job]
-    assert h.r.zscore(h.queue().k.hosts, f"ha-{h.prefix}") is not None
+    assert h.r.zscore(h.k.hosts, f"ha-{h.prefix}") is not None

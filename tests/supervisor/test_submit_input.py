@@ -10,8 +10,7 @@ from conftest import TENDER_POOL
 
 
 def _queued(h) -> int:
-    base = f"{h.prefix}:{{tender_parse}}"
-    return h.r.llen(f"{base}:ready:lo") + h.r.llen(f"{base}:ready:hi") + len(list(h.r.scan_iter(match=f"{base}:job:*")))
+    return h.r.llen(h.k.ready_lo) + h.r.llen(h.k.ready_hi) + len(list(h.r.scan_iter(match=h.k.job_pattern)))
 
 
 @pytest.mark.timeout(60)

@@ -82,11 +82,10 @@ def test_an_entry_stuck_past_its_deadline_gets_its_slot_killed_and_requeued(h):
     # deadline (what a start lost in a failover leaves behind)
     d = h.daemon(workers=1)
     [slot] = d.wait_slots(1)
-    base = f"{h.prefix}:{{tender_parse}}"
-    proc = wait_until(lambda: next((p.decode() for p in h.r.hkeys(f"{base}:proclists")), None), 10,
+    proc = wait_until(lambda: next((p.decode() for p in h.r.hkeys(h.k.proclists)), None), 10,
                       what="the slot's list registered")
     h.r.lpush(proc, "ghost")
-    h.r.hset(f"{base}:started", "ghost", 1)  # claimed at the epoch: past every deadline
+    h.r.hset(h.k.started, "ghost", 1)  # claimed at the epoch: past every deadline
     # Then the housekeeper's finding reaches the main loop, which kills the slot; its death path
     # requeues the entry and a new slot takes over
     new = wait_until(lambda: (lambda p: p if p and p != [slot] else None)(d.slot_pids()), 10,

@@ -24,8 +24,7 @@ def started(h, jid: str, attempt: int = 1) -> dict:
 
 
 def lists_of(h, host: str) -> set[str]:
-    base = f"{h.prefix}:{{tender_parse}}"
-    return {p.decode() for p, v in h.r.hgetall(f"{base}:proclists").items() if v.decode().startswith(host + "\t")}
+    return {p.decode() for p, v in h.r.hgetall(h.k.proclists).items() if v.decode().startswith(host + "\t")}
 
 
 @pytest.mark.timeout(120)
@@ -96,7 +95,7 @@ def test_a_daemon_whose_host_id_was_taken_over_stops(h):
     # incarnation (which has requeued its lists): it must stop, not run beside it
     a = h.daemon("a", workers=1)
     a.wait_slots(1)
-    key = f"{h.prefix}:{{tender_parse}}:host:ha-{h.prefix}"
+    key = h.k.host(f"ha-{h.prefix}")
     os.kill(a.pid, signal.SIGSTOP)
     try:
         time.sleep(2.0)

@@ -266,7 +266,7 @@ class Storm:
     # --- the end ----------------------------------------------------------------------------------
 
     def states(self) -> dict[str, str]:
-        k = self.h.queue().k
+        k = self.h.k
         ids = list(self.jobs)
         out = {}
         for i in range(0, len(ids), 500):
@@ -278,7 +278,7 @@ class Storm:
 
     def terminal_events(self) -> tuple[Counter, set[str], bool]:
         """(terminal events per job, jobs with a job_queued event, whether the stream was trimmed)."""
-        k = self.h.queue().k
+        k = self.h.k
         ends, queued, last = Counter(), set(), "-"
         while True:
             batch = self.h.r.xrange(k.events, min=last, count=5000)

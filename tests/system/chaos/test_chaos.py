@@ -108,14 +108,15 @@ def _soak(h, st: Storm, seed: int, capsys) -> None:
                              f"{st.a.logs()[-4000:]}") from None
     total_s = time.monotonic() - st.t0
     # and Redis holds nothing of theirs any more
-    base = f"{h.prefix}:{{tender_parse}}"
-    wait_until(lambda: not any(h.r.llen(k) for k in h.r.scan_iter(match=f"{base}:proc:*")), 30,
+    k = h.k
+    wait_until(lambda: not any(h.r.llen(p) for p in h.r.scan_iter(match=k.proc_pattern)), 30,
                what="empty processing lists")
-    leftovers = {kind: [k.decode() for k in h.r.scan_iter(match=f"{base}:{kind}:*")]
-                 for kind in ("lock", "wait", "backlog", "hibacklog", "sem", "semwait", "runwait", "deps")}
+    patterns = {"lock": k.lock("*"), "wait": k.wait("*"), "backlog": k.backlog("*"), "hibacklog": k.hibacklog("*"),
+                "sem": k.sem("*", "*"), "semwait": k.semwait("*", "*"), "runwait": k.runwait("*"), "deps": k.deps("*")}
+    leftovers = {kind: [x.decode() for x in h.r.scan_iter(match=pattern)] for kind, pattern in patterns.items()}
     assert not any(leftovers.values()), f"seed {seed}: left in Redis: {leftovers}"
-    ready = [x for k in ("ready:hi", "ready:lo") for x in h.r.lrange(f"{base}:{k}", 0, -1) if x != b"~wake"]
-    assert not ready and h.r.zcard(f"{base}:delayed") == 0, f"seed {seed}: ready {ready[:5]}"
+    ready = [x for key in (k.ready_hi, k.ready_lo) for x in h.r.lrange(key, 0, -1) if x != k.WAKE.encode()]
+    assert not ready and h.r.zcard(k.delayed) == 0, f"seed {seed}: ready {ready[:5]}"
 
     # and once the daemon is stopped, no process of ours is left
     assert st.a.stop(timeout=60) == 0

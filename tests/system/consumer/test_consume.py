@@ -16,7 +16,7 @@ import pytest
 from conftest import wait_until
 from tender_pool.client import Client
 from tender_pool.supervisor import stream_trim
-from tender_pool.store.keys import Keys
+from support.keyspace import keys
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -131,7 +131,7 @@ def test_without_a_group_the_stream_stays_bounded(h):
 
 def test_trim_keeps_what_a_group_has_not_acknowledged(redis_server):
     r = redis_server.client()
-    k = Keys("trim", "q")
+    k = keys("trim", "q")
     ids = [r.xadd(k.events, {"e": "{}"}).decode() for _ in range(3000)]
     r.xgroup_create(k.events, "slow", id="0")
     r.xgroup_create(k.events, "fast", id="0")

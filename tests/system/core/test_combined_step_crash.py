@@ -14,7 +14,7 @@ from support.blackhole import Blackhole
 
 def proc_entries(h):
     out = {}
-    for k in h.r.scan_iter(match=f"{h.prefix}:*:proc:*"):
+    for k in h.r.scan_iter(match=h.k.proc_pattern):
         out[k.decode()] = [e.decode() for e in h.r.lrange(k, 0, -1)]
     return {k: v for k, v in out.items() if v}
 
@@ -36,8 +36,8 @@ def test_killed_between_a_combined_settle_and_the_next_start(h):
     assert ja.state.value == "completed" and ja.attempts == 1
     assert jb.state.value == "running" and jb.attempts == 1 and starts(h, b) == []
     assert list(proc_entries(h).values()) == [[b]]
-    assert h.r.get(f"{h.prefix}:{{tender_parse}}:lock:b").decode() == jb.token
-    assert h.r.get(f"{h.prefix}:{{tender_parse}}:lock:a") is None
+    assert h.r.get(h.k.lock("b")).decode() == jb.token
+    assert h.r.get(h.k.lock("a")) is None
     os.kill(pid, signal.SIGKILL)
     # Then B is put back and runs once on the respawned slot; A is not run again; nothing is left
     jb = h.wait_state(b, timeout=15)
@@ -45,7 +45,7 @@ def test_killed_between_a_combined_settle_and_the_next_start(h):
     assert starts(h, b) == [f"{b}.2.start"]
     assert starts(h, a) == [f"{a}.1.start"] and h.job(a).attempts == 1
     wait_until(lambda: proc_entries(h) == {}, 5, what="empty processing lists")
-    assert h.r.get(f"{h.prefix}:{{tender_parse}}:lock:b") is None
+    assert h.r.get(h.k.lock("b")) is None
 
 
 @pytest.mark.timeout(90)

@@ -17,13 +17,13 @@ from tender_pool.slots import runner
 def proc_entries(h):
     r = h.r
     out = {}
-    for k in r.scan_iter(match=f"{h.prefix}:*:proc:*"):
+    for k in r.scan_iter(match=h.k.proc_pattern):
         out[k.decode()] = [e.decode() for e in r.lrange(k, 0, -1)]
     return {k: v for k, v in out.items() if v}
 
 
 def started(h, jid):
-    return h.r.hget(f"{h.prefix}:{{tender_parse}}:started", jid)
+    return h.r.hget(h.k.started, jid)
 
 
 def test_killed_between_blmove_and_stamp(h):
@@ -51,11 +51,11 @@ def test_killed_after_stamp_releases_lock_and_reruns(h):
     pid = h.fault_pid("after_stamp")
     job = h.job(jid)
     assert job.state.value == "running" and started(h, jid) is not None
-    assert h.r.get(f"{h.prefix}:{{tender_parse}}:lock:alice").decode() == job.token
+    assert h.r.get(h.k.lock("alice")).decode() == job.token
     os.kill(pid, signal.SIGKILL)
     job = h.wait_state(jid, timeout=10)
     assert job.attempts == 2 and job.interruptions == 1 and job.tries == 0
-    assert h.r.get(f"{h.prefix}:{{tender_parse}}:lock:alice") is None
+    assert h.r.get(h.k.lock("alice")) is None
 
 
 def test_killed_before_ack_runs_again_and_old_attempt_is_fenced(h):
@@ -138,7 +138,7 @@ def test_an_attempt_whose_job_was_reclaimed_elsewhere_stops_within_seconds(h):
     marker = __import__("json").loads((h.records / f"{jid}.1.start").read_text())["attempt_env"]
     assert runner.find_marked("TENDER_POOL_ATTEMPT", marker)
     # When another host's reaper reclaims it (its token changes, as requeue.lua + a new start would do)
-    h.r.hset(f"{h.prefix}:{{tender_parse}}:job:{jid}", "token", "9.elsewhere")
+    h.r.hset(h.k.job(jid), "token", "9.elsewhere")
     t0 = time.monotonic()
     # Then this attempt's processes are gone within a few seconds, and its settle was fenced
     wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="the stale attempt stopped")

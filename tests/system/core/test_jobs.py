@@ -46,11 +46,11 @@ def test_clean_exit_leaves_no_descendants(h):
 
 def test_undecodable_entries_go_to_dead_letter_and_raw_json_is_adopted(h):
     h.daemon(workers=1)
-    ready = f"{h.prefix}:{{tender_parse}}:ready:lo"
+    ready = h.k.ready_lo
     h.r.lpush(ready, b"\xff\xfe not json")
     h.r.lpush(ready, b'{"kind": "behave", "user": 5}')
     h.r.lpush(ready, json.dumps({"kind": "behave", "user": "raw", "payload": {"echo": "r"}, "id": "rawjob"}))
-    dead = f"{h.prefix}:{{tender_parse}}:dead"
+    dead = h.k.dead
     wait_until(lambda: h.r.llen(dead) == 2, 10, what="2 dead letters")
     reasons = [json.loads(x)["reason"] for x in h.r.lrange(dead, 0, -1)]
     assert all("not a job id and not a valid job message" in r for r in reasons)

@@ -104,7 +104,7 @@ def test_lock_value_is_the_attempt_token_and_ttl_covers_longest_timeout(h):
     h.daemon(workers=1)
     j = h.submit(user="t", payload={"sleep": 2, "record": str(h.records)})
     wait_until(lambda: (h.records / f"{j}.1.start").exists(), 15, what="start")
-    key = f"{h.prefix}:{{tender_parse}}:lock:t"
+    key = h.k.lock("t")
     assert h.r.get(key).decode() == h.job(j).token
     # longest handler 60 s < extract's default 600 s: TTL = 600 + 0.5 + 60 s
     assert 600_000 < h.r.pttl(key) <= 660_500

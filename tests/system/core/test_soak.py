@@ -65,9 +65,8 @@ def test_random_soak_keeps_every_invariant(h):
     assert not overlaps(attempts, by_user), [describe(o) for o in overlaps(attempts, by_user)]
     print(f"soak: {len(attempts)} attempts, {len(killed)} killed mid-run")
     # nothing left behind in Redis: no processing entry, no lock, no parked job
-    base = f"{h.prefix}:{{tender_parse}}"
-    wait_until(lambda: not any(h.r.llen(k) for k in h.r.scan_iter(match=f"{base}:proc:*")), 10,
+    wait_until(lambda: not any(h.r.llen(p) for p in h.r.scan_iter(match=h.k.proc_pattern)), 10,
                what="empty processing lists")
-    assert not list(h.r.scan_iter(match=f"{base}:lock:*"))
-    assert not list(h.r.scan_iter(match=f"{base}:wait:*"))
-    assert h.r.llen(f"{base}:ready:lo") == 0 and h.r.zcard(f"{base}:delayed") == 0
+    assert not list(h.r.scan_iter(match=h.k.lock("*")))
+    assert not list(h.r.scan_iter(match=h.k.wait("*")))
+    assert h.r.llen(h.k.ready_lo) == 0 and h.r.zcard(h.k.delayed) == 0

@@ -46,7 +46,7 @@ def test_scale_up_and_down_under_load_loses_and_kills_nothing(h):
     assert out.returncode == 0, out.stderr
     assert "scaling from 2 to 4" in out.stdout
     assert len(d.slot_pids()) == 4
-    wait_until(lambda: sum(1 for r in h.r.keys(f"{h.prefix}:*busy:*")) >= 3, 10, what="3 busy slots")
+    wait_until(lambda: sum(1 for r in h.r.keys(h.k.busy("*"))) >= 3, 10, what="3 busy slots")
     # scale down while all four are busy: three finish their job, then exit
     busy_before = {p for p in d.slot_pids()}
     out = h.cli("scale", "1")

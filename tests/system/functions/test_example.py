@@ -37,7 +37,7 @@ def test_section_writer_run_of_48_watched(h, tmp_path):
 
     run = json.loads(h.cli("runs", "show", run_id, "--json").stdout)
     assert run["state"] == "completed" and run["counts"]["completed"] == 48
-    k = h.queue().k
+    k = h.k
     evs = events(h, k.run_events(run_id))
     for job in run["jobs"]:
         rec = h.job(job["id"])

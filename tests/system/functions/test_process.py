@@ -98,7 +98,7 @@ def test_owns_turns_false_once_the_job_is_someone_elses(h):
     wait_until(lambda: (h.records / f"{j}.1.start").exists(), 15, what="started")
     assert record(h, f"{j}.1.start")["owns"] is True
     # a re-run elsewhere took the job over: its token is no longer this attempt's
-    h.r.hset(h.queue().k.job(j), "token", "2.elsewhere")
+    h.r.hset(h.k.job(j), "token", "2.elsewhere")
     wait_until(lambda: (h.records / f"{j}.lost").exists(), 10, what="owns() false")
     assert record(h, f"{j}.lost")["owns"] is False
 

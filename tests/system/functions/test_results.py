@@ -67,7 +67,7 @@ def test_returns_raises_and_exits(h):
 @pytest.mark.timeout(90)
 def test_progress_and_chunks_in_order_and_coalesced(h):
     h.daemon(workers=1, handlers=fn_handlers("progress", "aecho"))
-    k = h.queue().k
+    k = h.k
     j = h.submit(kind="progress", payload={"n": 150, "gap": 0.01})
     job = h.wait_state(j, timeout=30)
     assert job.result == {"value": {"chunks": 150}}

@@ -27,6 +27,7 @@ from conftest import wait_until  # tests/conftest.py
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
+from support.keyspace import QUEUE
 from tender_pool.store.types import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, SubmitRequest
 
 from .conftest import fuzz
@@ -89,7 +90,7 @@ def daemon(world):
 
 hostile = st.one_of(
     st.text(max_size=20),
-    st.sampled_from(["", "~wake", "a{b}", "{tender_parse}", "u:1", "a\nb", Text("x", 10 * 1024), "\x00"]),
+    st.sampled_from(["", "~wake", "a{b}", "{" + QUEUE + "}", "u:1", "a\nb", Text("x", 10 * 1024), "\x00"]),
 )
 json_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
                         st.text(max_size=10))

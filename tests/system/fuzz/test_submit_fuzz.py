@@ -26,6 +26,7 @@ from conftest import TENDER_POOL  # tests/conftest.py
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
+from support.keyspace import QUEUE
 from tender_pool.supervisor.cli import main
 from tender_pool.store.types import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
 
@@ -84,7 +85,7 @@ hostile_text = st.one_of(
     plain_text,
     st.lists(st.one_of(HOSTILE_CHARS, plain_text), max_size=8).map("".join),
     st.builds(Text, HOSTILE_CHARS, st.sampled_from([199, 200, 201, 10 * 1024])),
-    st.sampled_from(["", "~wake", Text("x", 200), Text("x", 201), Text("y", 10240), "a{b}", "{tender_parse}", "u:1", "-",
+    st.sampled_from(["", "~wake", Text("x", 200), Text("x", 201), Text("y", 10240), "a{b}", "{" + QUEUE + "}", "u:1", "-",
                      "bad\udcff", "\udc80"]),  # lone surrogates: what click makes of non-UTF-8 argv bytes
 )
 valid_ids = st.from_regex(r"[A-Za-z0-9._:-]{1,40}", fullmatch=True).map(lambda s: "f" + s[:199])

@@ -18,10 +18,6 @@ from conftest import wait_until
 from .trail import attempts, handlers, wait_ticking
 
 
-def base(h) -> str:
-    return f"{h.prefix}:{{tender_parse}}"
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("then", ["continue", "kill"])
 def test_cancel_between_claim_and_start(h, then):
@@ -31,7 +27,7 @@ def test_cancel_between_claim_and_start(h, then):
     jid = h.submit(kind="tick", user="u", payload={"record": str(h.records), "sleep": 0})
     # Given the slot has claimed the job (BLMOVE into its list) and stopped before start.lua
     pid = h.fault_pid("after_claim")
-    [proc] = [p.decode() for p in h.r.hkeys(f"{base(h)}:proclists")]
+    [proc] = [p.decode() for p in h.r.hkeys(h.k.proclists)]
     assert h.r.lrange(proc, 0, -1) == [jid.encode()] and h.job(jid).state.value == "queued"
     # When the job is cancelled in that gap (it is in no list cancel.lua can take it from: flagged)
     assert h.client().cancel(jid).outcome in ("signalled", "cancelled")
@@ -46,9 +42,9 @@ def test_cancel_between_claim_and_start(h, then):
     assert job.attempts == 0 and job.error.kind == "cancelled", job
     time.sleep(0.5)
     assert not attempts(h.records, jid)
-    assert not any(h.r.llen(k) for k in h.r.scan_iter(match=f"{base(h)}:proc:*"))
-    assert not h.r.exists(f"{base(h)}:lock:u")
-    assert h.r.lrange(f"{base(h)}:ready:lo", 0, -1) in ([], [b"~wake"])
+    assert not any(h.r.llen(k) for k in h.r.scan_iter(match=h.k.proc_pattern))
+    assert not h.r.exists(h.k.lock("u"))
+    assert h.r.lrange(h.k.ready_lo, 0, -1) in ([], [b"~wake"])
 
 
 @pytest.mark.timeout(60)
@@ -58,14 +54,14 @@ def test_cancel_during_retry_backoff(h):
     h.daemon()
     jid = h.submit(kind="tick", user="u", payload={"record": str(h.records), "sleep": 0, "fail_until": 3})
     # Given attempt 1 failed (exit 1) and the retry waits 30 s in `delayed`
-    wait_until(lambda: h.r.zscore(f"{base(h)}:delayed", jid) is not None, 20, what="the retry in delayed")
+    wait_until(lambda: h.r.zscore(h.k.delayed, jid) is not None, 20, what="the retry in delayed")
     assert h.job(jid).state.value == "queued" and h.job(jid).tries == 1
     # When it is cancelled
     assert h.client().cancel(jid).outcome == "cancelled"
     # Then it is cancelled at once, out of `delayed`, and never promoted or run again
     job = h.job(jid)
     assert job.state.value == "cancelled" and job.error.kind == "cancelled", job
-    assert h.r.zcard(f"{base(h)}:delayed") == 0
+    assert h.r.zcard(h.k.delayed) == 0
     time.sleep(2)  # several reaper turns (promote_due)
     assert [a.n for a in attempts(h.records, jid)] == [1]
     assert h.job(jid).state.value == "cancelled" and h.job(jid).attempts == 1
@@ -79,13 +75,13 @@ def test_cancel_while_waiting_on_a_dependency(h):
     # Given a job parked until `first` ends
     dep = h.submit(kind="tick", user="b", payload={"record": str(h.records), "sleep": 0}, after=[first])
     h.wait_state(dep, states=("waiting",), timeout=10)
-    assert h.r.lrange(f"{base(h)}:deps:{first}", 0, -1) == [dep.encode()]
+    assert h.r.lrange(h.k.deps(first), 0, -1) == [dep.encode()]
     # When it is cancelled
     assert h.client().cancel(dep).outcome == "cancelled"
     # Then it ends at once, out of the dependency's list; `first` ending later does not start it
     job = h.job(dep)
     assert job.state.value == "cancelled" and job.error.kind == "cancelled" and job.attempts == 0, job
-    assert h.r.llen(f"{base(h)}:deps:{first}") == 0
+    assert h.r.llen(h.k.deps(first)) == 0
     h.wait_state(first, timeout=20)
     time.sleep(1)
     assert h.job(dep).state.value == "cancelled" and h.job(dep).attempts == 0

@@ -28,7 +28,7 @@ def test_a_live_slots_entry_past_its_deadline_gets_the_slot_killed_and_the_job_r
     wait_ticking(h.records, jid)
     # Given the running job's claim stamp is far in the past (a clock or a stamp gone wrong: the
     # slot holds an entry beyond its timeout + kill_grace + the stuck margin)
-    h.r.hset(f"{h.prefix}:{{tender_parse}}:started", jid, 1)
+    h.r.hset(h.k.started, jid, 1)
     # Then the housekeeper finds it, the main loop kills the slot, and the job runs again
     wait_until(lambda: (lambda p: p and slot not in p)(d.slot_pids()), 15, what="the stuck slot killed")
     job = h.wait_state(jid, timeout=30)

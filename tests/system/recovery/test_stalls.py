@@ -21,7 +21,7 @@ from .trail import attempts, handlers, wait_ticking
 
 def started_ms(h, jid: str) -> list[int]:
     """Redis time (ms) of each job_started event of ``jid``: when start.lua gave it to a slot."""
-    k = h.queue().k
+    k = h.k
     return [int(sid.split(b"-")[0]) for sid, f in h.r.xrange(k.events)
             if json.loads(f[b"e"]).get("job_id") == jid and json.loads(f[b"e"]).get("type") == "job_started"]
 

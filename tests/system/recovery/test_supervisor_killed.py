@@ -73,12 +73,12 @@ def test_the_next_supervisor_waits_for_its_predecessors_slots_before_requeueing(
     d = h.daemon(workers=1, faults="before_ack")
     jid = h.submit(payload={"record": str(h.records)})
     slot = stopped_slot(h, request)
-    old_holder = h.r.get(f"{h.prefix}:{{tender_parse}}:host:{_host_id(h)}")
+    old_holder = h.r.get(h.k.host(_host_id(h)))
     kill_supervisor(d)
     # When a new supervisor has taken the host over while the old slot still cannot run, and only
     # then the old slot goes on (within the new supervisor's wait for it)
     h.daemon()
-    wait_until(lambda: h.r.get(f"{h.prefix}:{{tender_parse}}:host:{_host_id(h)}") not in (None, old_holder), 15,
+    wait_until(lambda: h.r.get(h.k.host(_host_id(h))) not in (None, old_holder), 15,
                what="the new supervisor's host key")
     import time
     time.sleep(0.8)  # without the wait, the new supervisor requeues the list in this time (the wait: 2 s)

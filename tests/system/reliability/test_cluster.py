@@ -32,6 +32,7 @@ from conftest import Harness, wait_until
 from support.producer import Producer
 from support.cluster import Cluster, keyslot, started
 
+from support.keyspace import QUEUE, keys
 from tender_pool.client import Client
 from tender_pool.store.connection import connect
 from tender_pool.slots.queue import Queue
@@ -91,12 +92,12 @@ def test_core_flow_through_a_daemon_and_the_client(ch, cluster):
         # Then they run and settle, and their records are on the master owning the queue's slot only
         for jid in jids:
             assert client.wait(jid, timeout=20).state == "completed"
-        owner = cluster.owner("tender_parse")
+        owner = cluster.owner(QUEUE)
         for port in cluster.masters():
             with cluster.node(port).client() as c:
                 ours = {k.decode() for k in c.scan_iter(match=f"{ch.prefix}:*", count=1000)}
             if port == owner:
-                assert {f"{ch.prefix}:{{tender_parse}}:job:{jid}" for jid in jids} <= ours
+                assert {ch.k.job(jid) for jid in jids} <= ours
             else:
                 assert not ours, (port, sorted(ours)[:5])
         # a consumer group gets every one's transitions from the queue-wide stream
@@ -148,7 +149,7 @@ def test_a_slot_sigkilled_mid_job_completes_the_job_once(ch):
     att = _attempts(ch.records, jid)
     assert [n for n, _, end in att if end is not None] == [2], att
     # and nothing is left in a processing list on the queue's master (the reaper's SCAN found it)
-    assert not [k for k in ch.r.scan_iter(match=f"{ch.prefix}:*:proc:*") if ch.r.llen(k)]
+    assert not [k for k in ch.r.scan_iter(match=ch.k.proc_pattern) if ch.r.llen(k)]
 
 
 
@@ -162,11 +163,11 @@ def test_a_master_failed_over_while_jobs_run_loses_nothing_and_runs_nothing_twic
     with Producer(cfg, ch.records, tag="cf", users=5, sleep=0.02) as p:
         wait_until(lambda: len(p.acked) >= 40, 30, what="load before the failover")
         # When the replica of the master owning the queue's slot takes over (CLUSTER FAILOVER)
-        old, new = cluster.failover("tender_parse")
+        old, new = cluster.failover(QUEUE)
         n = len(p.acked)
         wait_until(lambda: len(p.acked) >= n + 40, 30, what="load after the failover")
     acked = list(p.acked)
-    assert cluster.owner("tender_parse") == new != old
+    assert cluster.owner(QUEUE) == new != old
     warnings = [ln for ln in d.logs().splitlines() if '"warning"' in ln or '"error"' in ln]
     print(f"\nmaster {old} -> {new}: acked {len(acked)}, producer errors {len(p.errors)} {p.errors[:2]}, "
           f"daemon warnings {len(warnings)} {warnings[:3]}")
@@ -213,7 +214,7 @@ def test_two_queues_on_two_masters_two_daemons_both_work(tmp_path, cluster):
             owner = cluster.owner(queue)
             for port in cluster.masters():
                 with cluster.node(port).client() as c:
-                    n = sum(1 for _ in c.scan_iter(match=f"{h.prefix}:{{{queue}}}:*", count=1000))
+                    n = sum(1 for _ in c.scan_iter(match=f"{keys(h.prefix, queue).base}:*", count=1000))
                 assert (n > 0) == (port == owner), (queue, port, owner, n)
         # and a process's keyless reads (the reaper's SCAN, status's INFO) ask its queue's master only
         for name, queue in (("a", qa), ("b", qb)):
@@ -222,7 +223,7 @@ def test_two_queues_on_two_masters_two_daemons_both_work(tmp_path, cluster):
             names = {k.decode() for k in r.scan_iter(match=f"{h.prefix}:*", count=1000)}
             assert names and all(f"{{{queue}}}" in k for k in names), sorted(names)[:5]
             p = r.pipeline(transaction=False)  # as a consumer's resync pages job hashes
-            p.scan(0, match=f"{h.prefix}:*:job:*", count=1000)
+            p.scan(0, match=h.k.job("*"), count=1000)
             cursor, page = p.execute()[0]
             assert isinstance(cursor, int) and page and all(f"{{{queue}}}:job:" in k.decode() for k in page)
     finally:
@@ -263,13 +264,13 @@ def test_wait_on_a_cluster_counts_the_slot_masters_replicas(cluster):
     prefix = "w" + uuid.uuid4().hex[:8]
     client = Client(cluster.url, prefix=prefix, replicas=1, wait_timeout=0.3, socket_timeout=3)
     lane = FastLane(connect(cluster.url, 3))
-    key = f"{prefix}:{{tender_parse}}:probe"
+    key = f"{keys(prefix).base}:probe"  # a key of the queue's hash slot
     append = "return redis.call('RPUSH', KEYS[1], ARGV[1])"
     try:
         # Then one replica acknowledges (client submit: WAIT on the master's own connection) …
         assert client.submit("u1", "noop").state == "queued"
         assert lane.script(append, [key], ["a"], replicas=1, timeout_ms=300) == 1
-        assert int(lane.call("CONFIG", "GET", "port")[b"port"]) == cluster.owner("tender_parse")
+        assert int(lane.call("CONFIG", "GET", "port")[b"port"]) == cluster.owner(QUEUE)
         # … and two cannot: the write ran on the master, it is not acknowledged
         with pytest.raises(NotReplicated) as e:
             lane.script(append, [key], ["b"], replicas=2, timeout_ms=300)
@@ -293,11 +294,11 @@ def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster
     with Producer(cfg, ch.records, tag="cf", users=5, sleep=0.02) as p:
         wait_until(lambda: len(p.acked) >= 30, 30, what="load before the kill")
         # When the master owning the queue's slot is SIGKILLed (its replica is promoted ~2 s later)
-        old = cluster.owner("tender_parse")
+        old = cluster.owner(QUEUE)
         new = cluster.replicas_of(old)[0]
         cluster.node(old).kill(signal.SIGKILL)
         n = len(p.acked)
-        cluster.wait_owner("tender_parse", new, 20)
+        cluster.wait_owner(QUEUE, new, 20)
         # (the promoted master has no replica left, so nothing is acknowledged until the old one,
         # restarted, rejoins as its replica)
         cluster.node(old).start()
@@ -309,7 +310,7 @@ def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster
             raise AssertionError(f"{old} -> {new}: acked {len(p.acked) - n} after; new master's replication "
                                  f"{repl}; producer's last errors {p.errors[-3:]}") from None
     acked = list(p.acked)
-    assert cluster.owner("tender_parse") == new
+    assert cluster.owner(QUEUE) == new
     q = Queue.for_config(load(str(cfg), {}))
     # Then every acknowledged job completes, none started again after it had completed
     wait_until(lambda: all((j := q.get(jid)) is not None and j.state.value == "completed" for jid in acked), 40,

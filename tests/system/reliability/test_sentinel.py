@@ -95,7 +95,7 @@ def test_a_daemon_on_a_sentinel_url_runs_jobs(sh, sentinels):
     for jid in jids:
         sh.wait_state(jid, timeout=20)
     direct = sentinels.nodes[sentinels.primary_port()].client()
-    assert all(direct.exists(f"{sh.prefix}:{{tender_parse}}:job:{jid}") for jid in jids)
+    assert all(direct.exists(sh.k.job(jid)) for jid in jids)
 
 
 @pytest.mark.timeout(60)

@@ -28,7 +28,7 @@ def measure(h: Harness, n: int, submit) -> tuple[float, float, dict]:
     r = h.r
     s0 = stats(r)
     ids = submit(n)
-    wait_until(lambda: all(r.hget(h.queue().k.job(j), "state") in (b"completed",) for j in ids), 120, what="all")
+    wait_until(lambda: all(r.hget(h.k.job(j), "state") in (b"completed",) for j in ids), 120, what="all")
     time.sleep(0.3)
     s1 = stats(r)
     d = delta(s0, s1)
@@ -64,7 +64,7 @@ def main() -> None:
                     for u in range(50):
                         run = c.submit_run(f"u{u}", "noop", [{"key": str(i), "payload": {"i": i, "u": u, "t": time.time()}}
                                                              for i in range(k // 50)])
-                        ids += [j.decode() for j in h.r.lrange(h.queue().k.runjobs(run.id), 0, -1)]
+                        ids += [j.decode() for j in h.r.lrange(h.k.runjobs(run.id), 0, -1)]
                     return ids
                 runs(50)
                 per_r, xadd_r, br_r = measure(h, n, runs)

@@ -11,7 +11,7 @@ BUCKET = {"dead": "failed"}
 
 def recount(h, run_id: str) -> tuple[dict, dict]:
     """(the run hash's counts, a recount from its jobs' states)."""
-    k = h.queue().k
+    k = h.k
     ids = [x.decode() for x in h.r.lrange(k.runjobs(run_id), 0, -1)]
     p = h.r.pipeline(transaction=True)  # one atomic snapshot of the run and its jobs
     p.hgetall(k.run(run_id))
@@ -29,7 +29,7 @@ def recount(h, run_id: str) -> tuple[dict, dict]:
 
 
 def run_state(h, run_id: str) -> str:
-    return (h.r.hget(h.queue().k.run(run_id), "state") or b"").decode()
+    return (h.r.hget(h.k.run(run_id), "state") or b"").decode()
 
 
 def handlers(per_user_par: int = 0, extra: str = "") -> str:

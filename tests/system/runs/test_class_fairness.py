@@ -14,7 +14,7 @@ from .runhelp import handlers
 
 def events(h) -> list[dict]:
     """Every event of the queue's `events` stream, in stream order."""
-    return [json.loads(f[b"e"]) for _, f in h.r.xrange(h.queue().k.events)]
+    return [json.loads(f[b"e"]) for _, f in h.r.xrange(h.k.events)]
 
 
 def started_order(h) -> list[str]:
@@ -38,7 +38,7 @@ def test_an_interactive_run_does_not_starve_another_users_interactive_job(h):
     c = h.client()
     run = c.submit_run("A", "par", [{"key": str(i), "payload": {"sleep": 0.1}} for i in range(60)],
                        priority="interactive")
-    a_ids = set(x.decode() for x in h.r.lrange(h.queue().k.runjobs(run.id), 0, -1))
+    a_ids = set(x.decode() for x in h.r.lrange(h.k.runjobs(run.id), 0, -1))
     wait_until(lambda: len([j for j in started_order(h) if j in a_ids]) >= 4, 30, what="A's run flowing")
     # When user C submits a bulk job and then user B one interactive job
     bulk = h.submit(kind="par", user="C", payload={}, priority="bulk")

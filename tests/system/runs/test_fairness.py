@@ -52,7 +52,7 @@ def test_a_100_job_bulk_run_does_not_delay_another_users_job_by_more_than_one_jo
     # Then it starts on the next slot that frees: no more than one of A's jobs starts in between
     # (the fair entry a slot may already hold), so B waits at most one job's duration
     wait_until(lambda: h.queue().get(b).started_at, 30, what="B's job to start")
-    k = h.queue().k
+    k = h.k
     bj = h.queue().get(b)
     ids = [j.decode() for j in h.r.lrange(k.runjobs(run.id), 0, -1)]
     p = h.r.pipeline(transaction=False)
@@ -88,7 +88,7 @@ def test_max_parallel_caps_a_runs_concurrent_jobs(h):
     c = h.client()
     run = c.submit_run("M", "par", [{"key": str(i), "payload": {"sleep": 0.3, "record": str(h.records)}}
                                     for i in range(12)], max_parallel=2)
-    wait_until(lambda: h.r.hget(h.queue().k.run(run.id), "state") == b"completed", 60, what="run done")
+    wait_until(lambda: h.r.hget(h.k.run(run.id), "state") == b"completed", 60, what="run done")
     spans = [(s, e) for s, e, _ in starts(h).values()]
     assert len(spans) == 12 and max_overlap(spans) == 2
 
@@ -100,7 +100,7 @@ def test_per_user_n_is_a_semaphore_of_n(h):
     for j in jobs:
         h.wait_state(j, timeout=60)
     assert max_overlap([(s, e) for s, e, _ in starts(h).values()]) == 2
-    assert h.r.zcard(h.queue().k.sem("par", "S")) == 0
+    assert h.r.zcard(h.k.sem("par", "S")) == 0
 
 
 @pytest.mark.timeout(60)

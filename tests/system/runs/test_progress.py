@@ -17,7 +17,7 @@ def test_progress_lines_arrive_in_order_and_coalesced(h):
     lines = [{"progress": i / 40, "message": f"step {i}"} for i in range(40)]
     lines += [{"chunk": f"<{i}>"} for i in range(100)]
     run = c.submit_run("p", "par", [{"key": "sec", "payload": {"progress": lines, "progress_gap": 0.01}}])
-    k = h.queue().k
+    k = h.k
     wait_until(lambda: h.r.hget(k.run(run.id), "state") == b"completed", 30, what="run done")
     evs = events(h, k.run_events(run.id))
     prog = [e for e in evs if e["type"] == "job_progress"]
@@ -48,7 +48,7 @@ def test_a_handler_flooding_fd3_is_not_slowed_or_killed(h):
     assert rec.attempts == 1 and rec.error is None
     took = float((h.records / f"{j}.flood").read_text())
     assert took < 5.0, f"writing 20 MB of progress took {took:.1f} s"
-    k = h.queue().k
+    k = h.k
     chunks = sum(len(e["chunk"] or "") for e in events(h, k.events) if e["job_id"] == j and e["type"] == "job_progress")
     assert 0 < chunks <= CHUNK_CAP
 

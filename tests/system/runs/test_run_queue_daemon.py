@@ -31,7 +31,7 @@ def test_the_housekeeper_finishes_queuing_a_run_whose_submitter_died(h, monkeypa
     c = h.client()
     with pytest.raises(Unavailable):
         c.submit_run("ann", "par", [{"key": str(i), "payload": {"echo": i}} for i in range(10)], run_id="half")
-    k = h.queue().k
+    k = h.k
     assert h.r.hget(k.run("half"), "queued_to") == b"3"
     # When a daemon runs, Then every job runs once and the run completes
     h.daemon(workers=2, handlers=handlers(per_user_par=0))

@@ -42,7 +42,7 @@ def assert_consistent(h, run_id: str) -> dict:
 
 def assert_idle_books(h, user: str) -> None:
     """Once nothing runs: no running attempt counted, no fair entry, no backlog left behind."""
-    k = h.queue().k
+    k = h.k
     active = {a.decode(): int(b) for a, b in h.r.hgetall(k.active).items()}
     assert all(v == 0 for v in active.values()), active
     assert h.r.hget(k.inready, user) is None
@@ -60,7 +60,7 @@ def test_counts_and_state_match_a_recount_after_outcomes_cancels_retries_and_slo
     items = [{"key": f"s{i}", "payload": dict(rnd.choice(kinds), n=i)} for i in range(34)]
     items += [{"key": "crash1", "payload": {"crash_slot": True}}, {"key": "crash2", "payload": {"crash_slot": True}}]
     run = c.submit_run("alice", "par", items)
-    ids = [j.decode() for j in h.r.lrange(h.queue().k.runjobs(run.id), 0, -1)]
+    ids = [j.decode() for j in h.r.lrange(h.k.runjobs(run.id), 0, -1)]
     long_ones = [i for i, it in zip(ids, items) if it["payload"].get("sleep") == 30]
     # When: we recount while it runs, cancel the long ones (running or still queued)
     for jid in long_ones:
@@ -72,7 +72,7 @@ def test_counts_and_state_match_a_recount_after_outcomes_cancels_retries_and_slo
     assert run_state(h, run.id) == expected_final(counted, False)
     assert counted["cancelled"] == len(long_ones) and counted["failed"] >= 2 and counted["completed"] > 0
     # When the failed and cancelled jobs are retried with fast payloads, the run reopens and ends again
-    k = h.queue().k
+    k = h.k
     for jid in ids:
         h.r.hset(k.job(jid), "payload", '{"n": 0}')
     res = c.retry_run(run.id, cancelled=True)
@@ -93,7 +93,7 @@ def test_events_shape_skip_by_hash_and_overwrite(h):
     items = [{"key": f"1.{i}", "payload": {"echo": i}} for i in range(4)]
     run = c.submit_run("bob", "par", items)
     assert wait_final(h, run.id) == "completed"
-    k = h.queue().k
+    k = h.k
     evs = events(h, k.run_events(run.id))
     types = [e["type"] for e in evs]
     assert types[0] == "run_started" and types[-1] == "run_finished"
@@ -132,7 +132,7 @@ def test_cancel_run_ends_queued_at_once_and_kills_running_groups(h):
     c = h.client()
     items = [{"key": str(i), "payload": {"sleep": 30, "record": str(h.records)}} for i in range(6)]
     run = c.submit_run("carol", "par", items)
-    k = h.queue().k
+    k = h.k
     ids = [j.decode() for j in h.r.lrange(k.runjobs(run.id), 0, -1)]
     wait_until(lambda: sum(1 for j in ids if (h.records / f"{j}.1.start").exists()) == 2, 15, what="2 running")
     res = c.cancel_run(run.id)
@@ -154,7 +154,7 @@ def test_cancel_racing_a_claim_ends_cancelled_without_running(h):
     run = c.submit_run("dave", "par", [{"key": "a", "payload": {"record": str(h.records)}},
                                         {"key": "b", "payload": {"record": str(h.records)}}])
     pid = h.fault_pid("after_claim")
-    k = h.queue().k
+    k = h.k
     ids = [j.decode() for j in h.r.lrange(k.runjobs(run.id), 0, -1)]
     # When the run is cancelled at that instant
     res = c.cancel_run(run.id)

@@ -48,7 +48,7 @@ def cat_handlers(tmp_path) -> str:
 
 def run_jobs(h, c, run_id: str, timeout: float = 40):
     """The run once final, and its job records in item order."""
-    k = h.queue().k
+    k = h.k
     wait_until(lambda: (h.r.hget(k.run(run_id), "state") or b"").decode() in FINAL, timeout,
                what=f"run {run_id} final")
     return c.run(run_id), [h.queue().get(j.decode()) for j in h.r.lrange(k.runjobs(run_id), 0, -1)]
@@ -74,7 +74,7 @@ def test_a_file_changed_before_its_job_ran_is_never_skipped_back_to_its_old_byte
     assert run.state == "completed" and text_of(rec) == "Y"
     hash_y = client_items.input_hash("cat", items[0]["payload"])
     assert rec.input_hash == hash_y  # what the attempt read, not what was submitted
-    k = h.queue().k
+    k = h.k
     assert h.r.get(k.done("cat", "u1", hash_y)) == rec.id.encode()
     # The issue's step: back to "X" and submit again. Before the fix the item was skipped with Y's result.
     f.write_text("X")
@@ -109,7 +109,7 @@ def test_a_file_changed_during_the_attempt_fails_it_retried_and_stores_what_the_
     assert [e["verdict"] for e in retried] == ["retry", "completed"], retried
     # Nothing is stored under the hash of the bytes attempt 1 saw
     f.write_text("X")
-    assert h.r.get(h.queue().k.done("cat", "u1", client_items.input_hash("cat", payload))) is None
+    assert h.r.get(h.k.done("cat", "u1", client_items.input_hash("cat", payload))) is None
 
 
 @pytest.mark.timeout(120)
