@@ -341,7 +341,7 @@ def h(tmp_path, redis_server):
     harness.close()
 
 
-# --- the extraction corpus and the Java CLI (shared by tests/extract and tests/integration) ---------
+# --- the extraction corpus and the Java CLI (shared by tests/extract and tests/system/integration) ---
 
 import json  # noqa: E402
 
@@ -407,21 +407,6 @@ def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("CI") and _skipped:
         print(f"\nCI is set and {len(_skipped)} test(s) were skipped: {_skipped}", file=sys.stderr)
         session.exitstatus = 1
-
-
-@pytest.fixture(scope="session")
-def bigbook():
-    """(bill.xlsx, bill.xls): the large generated bill of quantities (tests/extract/bigbook.py),
-    made once and cached under $TMPDIR; LibreOffice writes both twins. Here rather than in a
-    tests/extract/conftest.py: a second module named ``conftest`` would shadow this one for every
-    ``from conftest import …``."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bigbook", REPO / "tests" / "extract" / "bigbook.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    mod.ensure_soffice()
-    return mod.paths()
 
 
 @pytest.fixture

@@ -112,8 +112,8 @@ def test_drawing_pictures_become_image_blocks(tmp_path):
 
 
 def test_large_twins_get_the_same_page_estimate(bigbook, jvm_build):
-    """The same LibreOffice-written bill as .xlsx and as .xls: estimates within 10 % of each other (issue 13;
-    LibreOffice itself prints 768 pages of it). Before rows kept their customHeight flag the .xlsx got 617 and
+    """The same LibreOffice-written bill as .xlsx and as .xls: estimates within 10 % of each other
+    (LibreOffice itself prints 768 pages of it). Before rows kept their customHeight flag the .xlsx got 617 and
     the .xls 722."""
     from tender_pool.extract.jvm import WarmJvm
 

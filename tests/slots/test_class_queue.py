@@ -1,5 +1,5 @@
-"""An interactive job keeps its class on every path that puts it back or takes it out (issue 17
-items 4 and 5): requeues, a settle's requeue, cancel and run cancel of its fair entry or of a parked
+"""An interactive job keeps its class on every path that puts it back or takes it out:
+requeues, a settle's requeue, cancel and run cancel of its fair entry or of a parked
 copy, a run's retry. Script-level, on a real Redis (no daemon): the lists are read directly."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and checked here against a real Redis at the exact interleaving the counterexamp
 3. start.lua, and take.lua with an entry a BLMOVE gave, start only an entry still in the caller's
    own list (the reaper may have taken it back in between).
 
-And the three the model found next on the retry paths (after a lost reply), closed in a9993b1: a
+And the three the model found next on the retry paths (after a lost reply; model/README.md findings 4-6): a
 retried take checks LPOS and the lease too (only adopting its own first start is exempt), and a
 retried settle_take whose first call re-took the very job it settled adopts that attempt.
 
@@ -17,7 +17,7 @@ And a known two-fault corner: requeue.lua given a duplicate entry of a running j
 owned by another list drops only the entry; before, it requeued the job under the live attempt (a
 second attempt at once). The attempt names its processing list (``proc``, written by start_job):
 another list that still holds the entry owns the job, whichever worker it belongs to (the same
-worker's respawned slot included, which 8f52d95's busy-state evidence could not tell apart); a job
+worker's respawned slot included, which busy-state evidence alone could not tell apart); a job
 started before ``proc`` existed is judged by that evidence (its worker is not the list's and that
 worker's busy state names the job at its current attempt).
 """
@@ -303,10 +303,10 @@ def test_a_duplicate_entry_is_requeued_when_the_attempts_own_list_no_longer_hold
     assert h.r.lrange(q.k.ready_lo, 0, -1) == [x.encode()] and h.r.get(q.k.lock("u")) is None
 
 
-# --- the same worker's respawned slot (the gap the model found in 8f52d95's busy evidence) ---
+# --- the same worker's respawned slot (the gap the model found in busy evidence alone) ---
 # Worker W's slot died after its take; its supervisor respawned it (same worker id, a new incarnation,
 # a new list L2) before it requeued the dead incarnation's list L1. X, requeued meanwhile, was started
-# by W again from L2, and a copy of X's entry is still in L1. 8f52d95's requeue.lua, given L1's copy,
+# by W again from L2, and a copy of X's entry is still in L1. requeue.lua on busy evidence alone, given L1's copy,
 # saw X's worker equal L1's and requeued X under W's live attempt: a second attempt. Now X's `proc`
 # (L2, which holds the entry) names the list that owns it.
 

@@ -1,6 +1,6 @@
 """A slot's start, in a real forked slot process on a real Redis: it registers its processing list
 itself before its first claim (beating while Redis is down), and a slot that cannot be built exits
-``SlotExit.BOOT_ERROR`` (issue 8)."""
+``SlotExit.BOOT_ERROR``."""
 
 import os
 import signal

@@ -1,4 +1,4 @@
-"""Issue 12: a busy slot's cost per job, counted on a real Slot against a real Redis: round trips
+"""A busy slot's cost per job, counted on a real Slot against a real Redis: round trips
 from the slot (settle_take.lua settles a job and starts the next in one) and writes of reports to
 the supervisor (a job's Finished goes out with the next job's Busy, in one write)."""
 

@@ -1,6 +1,6 @@
 """What a slot makes of a job's end, through a real daemon: refused handler error kinds, a handler
 that closes its pipes, waits past max_waits, rejected inputs, fenced extraction files, and a zip
-bomb that must never be opened in the slot itself (issue 8 and issue 9 items 13, 14, 18, 22)."""
+bomb that must never be opened in the slot itself."""
 
 import os
 import signal

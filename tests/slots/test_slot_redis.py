@@ -1,4 +1,4 @@
-"""A slot and Redis failures, through a real daemon: a partition during settle (issue 9 item 4), a
+"""A slot and Redis failures, through a real daemon: a partition during settle, a
 settle whose reply was lost (item 22), and an entry left in the slot's list after a Redis error
 that was not the claim's (item 6). The partition is a TCP proxy that drops traffic (``blackhole``)."""
 

@@ -1,4 +1,4 @@
-"""The slot → supervisor reports never block a slot (issue 9 item 10), and a slot keeps reporting
+"""The slot → supervisor reports never block a slot, and a slot keeps reporting
 while it waits out a job's kill_grace (item 12): real daemons, a really stopped supervisor."""
 
 import json

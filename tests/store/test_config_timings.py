@@ -1,4 +1,4 @@
-"""Issue 9, item 12 (and the new [redis] wait_* keys): settings that are each valid but cannot work
+"""Settings (the [redis] wait_* keys among them) that are each valid but cannot work
 together are refused at load with the contract's one line and exit 2."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CLI side of issue 17 items 1, 2, 6, 7: `runs submit --run-id` (the same items again: the
+"""The CLI side of run ids: `runs submit --run-id` (the same items again: the
 same run; other items: exit 2), run job ids in `job`/`cancel`, `submit --job-id` refusing '/',
 `skipped_from` in `job --json` / `job` / `runs show --json`, skipped jobs in `history`."""
 

@@ -1,6 +1,6 @@
 """`status` stays bounded whatever Redis holds: tens of thousands of active runs are a count and the
 20 newest, in the socket reply, `status --redis`, `Client.status()` and /metrics (CONTRACT.md, Status
-JSON). Issue 17, item 8: 49,157 open runs made a 17.6 MB reply, over the 16 MiB frame cap, and
+JSON). Before: 49,157 open runs made a 17.6 MB reply, over the 16 MiB frame cap, and
 `status` said no daemon answered."""
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ def test_runs_that_end_without_an_event_leave_the_count_and_a_read_costs_a_bound
 
 @pytest.mark.timeout(120)
 def test_a_full_redis_is_a_problem_with_its_own_message_never_unreachable(h):
-    """Issue 17, item 9: at maxmemory with writes refused, status said healthy (exit 0, no warning),
-    and once the heartbeat was refused too, "redis unreachable". Memory is reported against
+    """At maxmemory with writes refused, status used to say healthy (exit 0, no warning), and once
+    the heartbeat was refused too, "redis unreachable". Memory is reported against
     maxmemory: a warning past 80 %, a problem with Redis's message while writes are refused."""
     d = h.daemon(workers=1)
     d.wait_slots(1)

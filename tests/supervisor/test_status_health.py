@@ -1,4 +1,4 @@
-"""``status`` tells what would lose or fail jobs silently (issue 9, item 21, the status part): Redis
+"""``status`` tells what would lose or fail jobs silently: Redis
 settings that drop data are ``warnings`` (exit code unchanged); a results or state directory that
 cannot be written is a ``problem`` (degraded, exit 1)."""
 

@@ -1,4 +1,4 @@
-"""``status --redis`` judges hosts by their heartbeat key (issue 9, item 24): a cleanly stopped host
+"""``status --redis`` judges hosts by their heartbeat key: a cleanly stopped host
 drops out at once, a killed host's slot table and busy states with its heartbeat, not 12 minutes
 later."""
 

@@ -1,4 +1,4 @@
-"""The status socket under hostile and heavy use (issue 9, item 20): a client that trickles its
+"""The status socket under hostile and heavy use: a client that trickles its
 request, clients that say nothing, a burst of 200 at once, and a config that points the socket at
 someone's file."""
 

@@ -1,4 +1,4 @@
-"""Issue 9, items 16, 17 and 19: a submission that can never run is refused at submit with one line
+"""A submission that can never run is refused at submit with one line
 and exit 2, and nothing is queued."""
 
 import os

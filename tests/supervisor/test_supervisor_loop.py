@@ -1,7 +1,7 @@
 """The supervisor's main loop under real failures: a frozen Redis, a stopped supervisor, a stuck entry.
 
 Real processes throughout (a redis-server, the daemon, its slots, behave.py jobs). Each test states
-the defect it guards against (issue 8: no network I/O in the loop; issue 9 items 5, 10, 11).
+the defect it guards against (no network I/O in the loop, among them).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_slot_killed_while_redis_is_frozen_is_respawned_at_once_and_its_job_requ
                    what="respawn while Redis is frozen")
         respawned_after = time.monotonic() - t0
         time.sleep(max(0.0, 10 - (time.monotonic() - t0)))
-        # and the other, busy slot is not killed as silent (issue 9 item 11)
+        # and the other, busy slot is not killed as silent
         assert other in d.slot_pids()
     finally:
         h.redis.proc.send_signal(signal.SIGCONT)
@@ -57,8 +57,8 @@ def test_slot_killed_while_redis_is_frozen_is_respawned_at_once_and_its_job_requ
 
 @pytest.mark.timeout(60)
 def test_a_stopped_supervisor_kills_no_healthy_slot_when_it_resumes(h):
-    # issue 9 item 10. Given a busy and an idle slot (heartbeat 0.5: silent after 1.5 s); without a
-    # fence, which would stop the job after a stall this long (tests/reliability/test_fence.py)
+    # Given a busy and an idle slot (heartbeat 0.5: silent after 1.5 s); without a
+    # fence, which would stop the job after a stall this long (tests/system/reliability/test_fence.py)
     d = h.daemon(workers=2, fence=0)
     d.wait_slots(2)
     before = sorted(d.slot_pids())
@@ -78,7 +78,7 @@ def test_a_stopped_supervisor_kills_no_healthy_slot_when_it_resumes(h):
 
 @pytest.mark.timeout(60)
 def test_an_entry_stuck_past_its_deadline_gets_its_slot_killed_and_requeued(h):
-    # issue 9 item 5. Given a live, beating slot whose processing list holds an entry far past any
+    # Given a live, beating slot whose processing list holds an entry far past any
     # deadline (what a start lost in a failover leaves behind)
     d = h.daemon(workers=1)
     [slot] = d.wait_slots(1)

@@ -1,4 +1,4 @@
-"""Issue 9 item 9: a job that kills its slot is the job's fault (its crash cap), not the slot's.
+"""A job that kills its slot is the job's fault (its crash cap), not the slot's.
 
 Before: each such death counted as one of the slot's "fast deaths", the count never reset after
 good work, and a few poison jobs left every slot crash-looping, respawned once a minute.

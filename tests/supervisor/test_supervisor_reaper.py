@@ -1,4 +1,4 @@
-"""The reaper across a Redis restart, and one host_id twice (issue 9 items 3, 7, 8).
+"""The reaper across a Redis restart, and one host_id twice.
 
 A restarted Redis (AOF, nothing lost) comes back with every ``host:`` key expired: nobody could
 renew them while it was down. Death is judged by a host's failure to renew after Redis is back.
@@ -68,7 +68,7 @@ def test_a_redis_restart_reclaims_nothing_from_live_hosts_and_drops_none_of_thei
 
 @pytest.mark.timeout(60)
 def test_a_second_daemon_does_not_take_over_a_stalled_live_one_on_the_same_machine(h):
-    # issue 9 item 8. Given a daemon running a job, stopped (SIGSTOP) past its host key's lifetime
+    # Given a daemon running a job, stopped (SIGSTOP) past its host key's lifetime
     a = h.daemon("a", workers=1, host_id="same", fence=0)  # a stall past the fence stops the job, by design
     a.wait_slots(1)
     jid = h.submit(kind="long", payload={"sleep": 6, "record": str(h.records)})
@@ -91,7 +91,7 @@ def test_a_second_daemon_does_not_take_over_a_stalled_live_one_on_the_same_machi
 
 @pytest.mark.timeout(60)
 def test_a_daemon_whose_host_id_was_taken_over_stops(h):
-    # issue 9 item 8, the other machine's case: a stalled daemon finds its host key held by another
+    # The other machine's case: a stalled daemon finds its host key held by another
     # incarnation (which has requeued its lists): it must stop, not run beside it
     a = h.daemon("a", workers=1)
     a.wait_slots(1)

@@ -1,4 +1,4 @@
-"""``--long`` for the chaos soak (``pytest tests/chaos --long``): the same as TENDER_POOL_CHAOS_LONG=1.
+"""``--long`` for the chaos soak (``pytest tests/system/chaos --long``): the same as TENDER_POOL_CHAOS_LONG=1.
 
 The option exists only when this directory is on the command line (pytest reads ``pytest_addoption``
 from the conftests of the paths it is given); the environment variable works from anywhere.

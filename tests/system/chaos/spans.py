@@ -6,7 +6,7 @@ would have ticked again). A kill time the test itself observed (it sent the SIGK
 further. Killed attempts are exactly the ones a check over start/end records misses, and the ones
 an overlap hides in (a reclaimed attempt that ran on while its re-run started elsewhere).
 
-Pure functions over files: the chaos soak and ``tests/core/test_soak.py`` share them.
+Pure functions over files: the chaos soak and ``tests/system/core/test_soak.py`` share them.
 """
 
 from __future__ import annotations

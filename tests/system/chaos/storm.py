@@ -1,7 +1,7 @@
 """The chaos soak's world (see test_chaos.py): hosts A and B, the proxy in front of B, the seeded job
 plan and storm schedule, the submitter and driver threads, and what they saw (kills, kill times).
 
-Sizes and timings are read from the environment at import (tests/chaos/conftest.py turns ``--long``
+Sizes and timings are read from the environment at import (tests/system/chaos/conftest.py turns ``--long``
 into TENDER_POOL_CHAOS_LONG before this module is imported)."""
 
 from __future__ import annotations

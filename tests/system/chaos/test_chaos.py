@@ -1,4 +1,4 @@
-"""The chaos soak (issue 11): jobs keep their guarantees while everything around them is killed.
+"""The chaos soak: jobs keep their guarantees while everything around them is killed.
 
 What runs: ``JOBS`` jobs over ``USERS`` users of one command kind (``tests/jobs/tickjob.py``, per_user 1):
 about half no-ops (one tick), the rest ticking for 0.2–2 s, some submitted one by one (plain and
@@ -18,7 +18,7 @@ Timings: heartbeat 1 s, kill_grace 1.5 s, so the fence is 3 − 1.5 − 1/3 ≈ 
 3 s: the stall (1.9 s) lands in the middle of that window. max_tries and crash_cap are raised so that
 the chaos cannot fail a job: every job must complete.
 
-Checks, from the jobs' own side effects (every attempt's tick trail, ``tests/chaos/spans.py``, which
+Checks, from the jobs' own side effects (every attempt's tick trail, ``tests/system/chaos/spans.py``, which
 counts attempts killed before they could write an end line) and from Redis (the world the
 driver acts on is storm.py):
   - 0 lost and 0 stuck: every submitted job is ``completed`` in the end, its result from its last attempt;
@@ -27,8 +27,8 @@ driver acts on is storm.py):
   - nothing left in Redis (processing lists, locks, wait lists, ready, delayed);
   - 0 processes of ours once the daemons are stopped (everything they started carries a marker).
 
-Sizes: 2,000 jobs over 200 users by default, as issue 11 asks (about 4 minutes on 2 cores: the
-slots' capacity bounds it, ~0.55 s of work a job on 4 slots); ``--long`` (with ``tests/chaos`` on
+Sizes: 2,000 jobs over 200 users by default (about 4 minutes on 2 cores: the
+slots' capacity bounds it, ~0.55 s of work a job on 4 slots); ``--long`` (with ``tests/system/chaos`` on
 the command line) or TENDER_POOL_CHAOS_LONG=1: 20,000 over 2,000 (the bench run, ~50 minutes);
 TENDER_POOL_CHAOS_JOBS=N: N jobs over N/10 users. The seed is printed;
 TENDER_POOL_CHAOS_SEED=<seed> replays the same job mix and the same driver schedule (process timing

@@ -1,11 +1,11 @@
-"""A randomised soak with an invariant checker over the jobs' own trails (lesson 31).
+"""A randomised soak with an invariant checker over the jobs' own trails.
 
 Random users, durations, business failures and slot SIGKILLs; afterwards every job must have reached
 exactly one terminal state, no user may have had two attempts running at once, no job two attempts at
 once, and the job records must agree with what the handlers saw.
 
 The trails are ``tests/jobs/tickjob.py``'s: a tick every 50 ms, so an attempt SIGKILLed before it could
-write its end line still shows when it ran (first tick .. last tick + 50 ms, ``tests/chaos/spans.py``).
+write its end line still shows when it ran (first tick .. last tick + 50 ms, ``tests/system/chaos/spans.py``).
 Start/end records alone miss exactly those attempts: an overlap followed by a kill was invisible.
 """
 

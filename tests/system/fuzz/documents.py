@@ -79,7 +79,7 @@ def docx_bomb(path: Path, inflated: int = 1_100 * 2**20) -> Path:
 
 
 def content_types_bomb(path: Path, inflated: int = 1_100 * 2**20) -> Path:
-    """Issue 9 item 14's case: ``[Content_Types].xml`` itself inflates to ``inflated`` bytes (what a
+    """The inflation case: ``[Content_Types].xml`` itself inflates to ``inflated`` bytes (what a
     sniffer reads first)."""
     head = f'<?xml version="1.0" encoding="UTF-8"?><Types xmlns="{CT_NS}">'.encode()
     entry = f'<Default Extension="x" ContentType="{OOXML}.wordprocessingml.document.main+xml"/>'.encode()

@@ -1,4 +1,4 @@
-"""Fuzzing the config (issue 11, "Fuzzing"; CONTRACT.md "Config"): any file, any value of any type
+"""Fuzzing the config (CONTRACT.md "Config"): any file, any value of any type
 for any key, any environment override → either a config every command can use, or one line
 ``config: <key>: <value>: <what is allowed>`` and exit 2. Never a traceback.
 
@@ -204,7 +204,7 @@ def test_any_config_loads_or_fails_in_one_line(tmp_path, doc):
                                                             "", "99999999999999999999"])),
        url=st.one_of(st.none(), st.text(max_size=30), st.sampled_from(["redis+sentinel://h:²/m", "unix://", "embedded"])))
 def test_environment_overrides_apply_or_fail_in_one_line(tmp_path, count, url):
-    """``TENDER_PARSE_WORKER_COUNT`` (issue 11: "from the environment") and ``TENDER_POOL_REDIS_URL``:
+    """``TENDER_PARSE_WORKER_COUNT`` (from the environment) and ``TENDER_POOL_REDIS_URL``:
     applied when valid (the env wins over the file's 2), else a one-line error naming the variable."""
     env = {"TENDER_PARSE_WORKER_COUNT": count, **ENV}
     if url is not None:
@@ -222,7 +222,7 @@ def test_environment_overrides_apply_or_fail_in_one_line(tmp_path, count, url):
         assert res.key == "TENDER_POOL_REDIS_URL", str(res)
 
 
-# --- what the fuzz found (fixed in ccb2783): minimal reproducers -------------------------------------
+# --- what the fuzz found (fixed since): minimal reproducers --------------------------------------------
 
 @pytest.mark.parametrize("body, env", [
     ('[pool]\nqueue = "a\\nb"\n', {}),
@@ -241,7 +241,7 @@ def test_config_error_is_one_line_whatever_the_value(tmp_path, body, env):
 @pytest.mark.parametrize("env", [{"TENDER_PARSE_WORKER_COUNT": "\x1e"}, {"TENDER_POOL_REDIS_URL": "http://3\x85"},
                                  {"TENDER_POOL_REDIS_URL": "http://a\u2028"}], ids=["rs", "nel", "u2028"])
 def test_a_trailing_line_break_is_escaped_too(tmp_path, env):
-    """Found after ccb2783: ``TENDER_POOL_REDIS_URL=$'http://3\\x85'`` prints ``config:
+    """Found after the first of those fixes: ``TENDER_POOL_REDIS_URL=$'http://3\\x85'`` prints ``config:
     TENDER_POOL_REDIS_URL: http://3<NEL>: a redis://…``, two lines to ``str.splitlines`` (and to
     anything that honours NEL / U+2028): ``"http://3\\x85".splitlines()`` has one part, so
     ``one_line`` leaves it raw. Fix: escape when any character is a line break."""
@@ -276,7 +276,7 @@ def test_non_ascii_digits_are_refused(tmp_path, body, env):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("heap", ["512m", "64m", "4096k", "1g", "0m", "²m", "1k", "2m", "007m", "99999999g"])
 def test_an_accepted_jvm_heap_starts_a_jvm(tmp_path, heap):
-    """Issue 11 ("the JVM's heap cap"): a ``jvm_heap`` the loader accepts must give a JVM that
+    """The JVM's heap cap: a ``jvm_heap`` the loader accepts must give a JVM that
     starts; else every .doc/.xls job fails at run time (handler_failed "could not start", retried)
     instead of the daemon refusing the config. ``0m`` and ``²m`` passed the loader but not
     ``extract.jvm.java_command``'s own check, and the JVM refuses heaps under ~4 MiB."""

@@ -1,4 +1,4 @@
-"""Fuzzing what reaches a running daemon (issue 11, "Fuzzing"; issue 9 item 16): entries a raw
+"""Fuzzing what reaches a running daemon: entries a raw
 producer LPUSHes straight onto ``ready:lo`` and input file paths. One real daemon (2 slots) serves
 every example of the module; after each example a valid job submitted behind the junk must still
 complete, so "the daemon keeps serving" is checked all along, not once at the end.
@@ -164,8 +164,8 @@ def expect(entry: bytes) -> Expect:
 
 
 def contract_valid(req: SubmitRequest) -> bool:
-    """CONTRACT.md's rules for a submission, which a raw producer's entry must meet as well
-    (issue 9 item 16: "Validate ids at submit (and for raw producers)")."""
+    """CONTRACT.md's rules for a submission, which a raw producer's entry must meet as well (ids are
+    validated at submit and for raw producers alike)."""
     if req.id is not None and not id_ok(req.id):
         return False
     if not user_ok(req.user) or depth(req.payload) > MAX_PAYLOAD_DEPTH:
@@ -220,7 +220,7 @@ def test_raw_entries_are_adopted_or_dead_lettered_and_the_daemon_serves_on(daemo
     d.still_serving()
 
 
-# --- raw entries that break the contract (found by this fuzz; fixed in 5e10e18) --------------------
+# --- raw entries that break the contract (found by this fuzz; fixed since) -------------------------
 
 
 def _raw(**fields) -> bytes:
@@ -238,7 +238,7 @@ def _raw(**fields) -> bytes:
 ], ids=["id_wake", "id_600", "id_braces", "user_braces", "user_newline", "payload_too_big"])
 def test_raw_entries_breaking_the_contract_are_dead_lettered(daemon, entry, why):
     """CONTRACT.md: ids 1–200 of ``[A-Za-z0-9._:-]``, users without braces or control characters;
-    issue 9 item 16: validate raw producers' entries too. Each of these was adopted (``why``); it
+    Raw producers' entries are validated too. Each of these was adopted (``why``); it
     is dead-lettered with the check's reason (``BadInput``'s message)."""
     d = daemon
     before = d.r.llen(d.k.dead)
@@ -255,7 +255,7 @@ def test_raw_entries_breaking_the_contract_are_dead_lettered(daemon, entry, why)
 
 @pytest.mark.timeout(60)
 def test_a_raw_self_dependency_fails_as_dependency_cycle(daemon):
-    """Issue 9 item 17 / CONTRACT.md: "``dependency_cycle`` is for what raw producers push". A raw
+    """CONTRACT.md: "``dependency_cycle`` is for what raw producers push". A raw
     ``{"id": "X", "after": ["X"]}`` was adopted and parked behind itself: ``waiting`` for ever,
     ``status`` healthy. It fails (final) with ``dependency_cycle``, or is dead-lettered."""
     d = daemon
@@ -380,8 +380,8 @@ def test_input_paths_fail_with_a_specific_kind_and_the_daemon_serves_on(daemon, 
 def test_unresolvable_paths_fail_at_once_as_file_not_found(daemon, paths, name):
     """``{"file": "<root>/a\\u0000b"}`` → ``os.path.realpath`` raises ValueError (embedded null
     byte); ``{"file": "<root>/" + "a" * 300}`` → ``Path.is_file`` raises OSError ENAMETOOLONG. Both
-    ended ``failed handler_failed: could not start: …`` after 3 tries (found by this fuzz; fixed in
-    5e10e18); they fail ``file_not_found`` at once."""
+    ended ``failed handler_failed: could not start: …`` after 3 tries (found by this fuzz; fixed
+    since); they fail ``file_not_found`` at once."""
     d = daemon
     path = f"{d.root}/a\x00b" if name == "nul" else f"{d.root}/{'a' * 300}"
     jid = f"bad-path.{uuid.uuid4().hex[:8]}"
@@ -395,7 +395,7 @@ def test_unresolvable_paths_fail_at_once_as_file_not_found(daemon, paths, name):
 
 @pytest.mark.timeout(60)
 def test_an_empty_entry_is_dead_lettered(daemon):
-    """``LPUSH ready:lo ""`` (a producer's bug: an empty id). Since the hot path (ae4bc5a) the slot
+    """``LPUSH ready:lo ""`` (a producer's bug: an empty id). On the slot's hot path the slot
     BLMOVEs it into its processing list and hands ``b""`` to ``take``, where an empty entry means
     "none claimed, take the next one": the entry is never loaded, never dead-lettered, and stays in
     the processing list (two copies after 20 s), with no log line. Before, it was dead-lettered as
@@ -418,7 +418,7 @@ def test_a_raw_entry_nested_too_deep_is_dead_lettered(daemon):
     """(Last in the module: a failure leaves an entry behind, removed in ``finally``.) A raw entry
     whose payload nests 60,000 deep: ``msgspec.json.decode`` raised RecursionError, which
     ``Slot.load`` did not catch; the entry stayed in the slot's processing list until the next
-    drain (found by this fuzz; fixed in 5e10e18). It is a dead letter like any other."""
+    drain (found by this fuzz; fixed since). It is a dead letter like any other."""
     d = daemon
     before = d.r.llen(d.k.dead)
     entry = nest(60000)

@@ -1,4 +1,4 @@
-"""Fuzzing extraction (issue 11, "Fuzzing"; issue 9 item 14): truncated and bit-flipped copies of the
+"""Fuzzing extraction: truncated and bit-flipped copies of the
 corpus, zip bombs and a 10⁶-cell sheet, each through the real ``tender-pool extract FILE --json
 --timeout 20`` under an address-space cap (RLIMIT_AS, 1 GiB: the JVM runs under it too).
 
@@ -146,7 +146,7 @@ def test_a_zip_bomb_is_too_large(hostile):
     """A .docx whose word/document.xml inflates to 1.1 GiB (declared honestly in the ZIP) passes
     ``MAX_UNCOMPRESSED`` and is inflated whole: under 1 GiB of address space it ends ``corrupt``
     ("damaged part word/document.xml (MemoryError…)") after ~5 s; with 4 GiB it takes 4 GiB of RSS
-    and ~50 s. Issue 9 item 14: cap inflated sizes. It should be ``too-large`` before inflating."""
+    and ~50 s. Inflated sizes are capped: it should be ``too-large`` before inflating."""
     rc, obj, took = run_extract(hostile / "bomb.docx")
     assert rc == 3 and obj["error"]["kind"] == "too-large", obj
 

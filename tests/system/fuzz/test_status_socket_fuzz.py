@@ -1,4 +1,4 @@
-"""Fuzzing the status socket (issue 11, "Fuzzing"; issue 9 item 20): garbage frames, huge length
+"""Fuzzing the status socket: garbage frames, huge length
 prefixes, frames cut short and left hanging, bytes past the frame, deep JSON, many connections at
 once. Each bad client gets an error of its own (an ``ok: false`` reply, or its connection closed
 within the server's deadline); meanwhile another client's ``status`` answers within 1 s, every

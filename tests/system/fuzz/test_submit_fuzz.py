@@ -1,4 +1,4 @@
-"""Fuzzing ``tender-pool submit`` (issue 11, "Fuzzing"; issue 9 items 16, 17, 19): whatever the
+"""Fuzzing ``tender-pool submit``: whatever the
 arguments, the command exits 0 having queued exactly what was asked, or exits 2 with one line and
 queues nothing. Never a traceback, never another exit status.
 
@@ -264,7 +264,7 @@ def test_job_with_a_line_break_in_the_id_answers_in_one_line(world, cfg_path, cm
 def test_user_with_a_c1_control_character_is_refused(world, cfg_path, user):
     """CONTRACT.md: users are "UTF-8 without control characters". U+0080–U+009F are control
     characters (Unicode category Cc; U+0085 NEL is a line break to ``str.splitlines``, U+009B is
-    the 8-bit CSI of terminals): ``types.check_name`` refused only C0 and DEL (fixed in 9c7de9d)."""
+    the 8-bit CSI of terminals): ``types.check_name`` refused only C0 and DEL (fixed since)."""
     res = CliRunner().invoke(main, ["submit", "--kind", "noop", "--user", user, "-c", cfg_path])
     assert res.exit_code == 2, res.stdout
     one_line_error(res.stderr, "tender-pool: ")

@@ -1,4 +1,4 @@
-"""Issue 13: the warm JVMs' memory is visible — ``jvm_rss_bytes`` per slot in ``status --json`` and
+"""The warm JVMs' memory is visible — ``jvm_rss_bytes`` per slot in ``status --json`` and
 ``tender_pool_jvm_resident_memory_bytes{slot}`` on /metrics — and apart from the slot's own RSS."""
 
 import json

@@ -3,7 +3,7 @@ checkpoint), during a business retry's backoff (the job sits in ``delayed``), an
 on a dependency. Each time the job ends ``cancelled`` without a handler ever starting again, and
 nothing of it is left in a list.
 
-(tests/core/test_jobs.py cancels a queued and a running job; tests/client the client's answers.)"""
+(tests/system/core/test_jobs.py cancels a queued and a running job; tests/client the client's answers.)"""
 
 from __future__ import annotations
 

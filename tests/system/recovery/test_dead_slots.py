@@ -3,7 +3,7 @@ list far past the job's deadline (the housekeeper's stuck rule), and 3 heartbeat
 (a stopped or wedged slot). Either way the slot is SIGKILLed, its job tree killed, and the job runs
 again elsewhere, never at the same time as the old attempt.
 
-(tests/reliability/test_supervisor_loop.py has the stuck rule for an entry with no job behind it;
+(tests/supervisor/test_supervisor_loop.py has the stuck rule for an entry with no job behind it;
 tests/supervisor/test_loop.py both rules with fake processes.)"""
 
 from __future__ import annotations

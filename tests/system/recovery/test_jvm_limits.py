@@ -99,8 +99,6 @@ def test_a_workbook_beyond_the_jvm_heap_ends_and_leaves_no_jvm_and_no_temp_dir(h
     # Then the job ends, once: a result (the fallback reader) or a final extraction error
     assert job.attempts == 1, job
     assert job.state.value == "completed" or job.error.kind == "too-large", job  # a heap cap is too-large, not corrupt
-    if job.state.value == "failed":
-        assert job.error.kind in ("too-large", "corrupt"), job.error
     print("heap-capped workbook:", job.state.value, job.error or job.result)
     # and the JVM that ran out of heap is gone, its temp dir with it
     wait_until(lambda: jvm.pid not in [p.pid for p in javas(marker)], 10, what="the out-of-heap JVM gone")

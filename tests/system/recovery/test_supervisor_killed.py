@@ -1,4 +1,4 @@
-"""Issue 17 item 14: a supervisor SIGKILLed mid-run and restarted at once ran a job twice.
+"""A supervisor SIGKILLed mid-run and restarted at once used to run a job twice.
 
 Found with ``bench/soak_supervisor_kill.py``: a slot whose handler had already exited when its
 supervisor died (the PDEATHSIG arriving between the handler's exit and the settle) exited without

@@ -1,4 +1,4 @@
-"""Issue 22, "Beyond one Redis: Redis Cluster": a ``redis+cluster://`` URL runs the pool on a real
+"""Beyond one Redis, Redis Cluster: a ``redis+cluster://`` URL runs the pool on a real
 local cluster (3 masters, 3 replicas, tests/support/cluster.py), one daemon per queue, every key of a
 queue in its hash slot.
 

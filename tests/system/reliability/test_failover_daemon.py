@@ -1,4 +1,4 @@
-"""Issue 9, item 2, end to end: a Sentinel failover under load loses no acknowledged job and re-runs
+"""End to end: a Sentinel failover under load loses no acknowledged job and re-runs
 no finished one, and jobs flow again within about a second of the switch.
 
 Given a primary with two replicas and three Sentinels, a daemon with 2 slots and a producer thread

@@ -1,4 +1,4 @@
-"""Issue 11, "a host that fences itself": a host cut off from Redis stops its running jobs before any
+"""A host that fences itself: a host cut off from Redis stops its running jobs before any
 other host may reclaim them, so no tick of its attempt comes after the re-run elsewhere starts; a
 stall of the supervisor shorter than the fence kills nothing.
 

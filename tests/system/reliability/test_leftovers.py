@@ -1,4 +1,4 @@
-"""Issue 9, item 23: processes a job left behind (setsid, double fork) outlive a SIGKILLed
+"""Processes a job left behind (setsid, double fork) outlive a SIGKILLed
 supervisor and its slots; the next start of a daemon with the same host_id sweeps every process
 still carrying that host's ``TENDER_POOL_OWNER`` marker, and requeues the job. (Under systemd,
 ``KillMode=mixed`` kills the unit's whole cgroup as well; a descendant that also cleared its

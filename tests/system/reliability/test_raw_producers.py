@@ -1,4 +1,4 @@
-"""Issue 9, items 16 and 17, for producers that can only LPUSH a JSON message onto a ready list: the
+"""For producers that can only LPUSH a JSON message onto a ready list: the
 same rules as `submit` (ids, users, payloads), and a dependency cycle closed by a raw entry is a
 dead letter naming the cycle, not jobs that wait for ever."""
 

@@ -1,4 +1,4 @@
-"""Issue 9, items 1 and 2 (the connection's part): a ``redis+sentinel://`` URL reaches the primary,
+"""Sentinel, the connection's part: a ``redis+sentinel://`` URL reaches the primary,
 follows a switch within a second, and a write acknowledged with ``replicas`` survives a failover.
 
 Every test runs a real primary, replicas and three Sentinels (tests/support/sentinel.py).
@@ -323,7 +323,7 @@ def test_rank_prefers_the_newest_epoch_then_not_the_leaders_in_progress_view():
 
 @pytest.mark.timeout(90)
 def test_starts_resume_within_a_second_of_a_replica_acknowledging_and_status_says_why(sh, sentinels):
-    """Issue 17, item 13: after a planned failover with one replica no write can be acknowledged
+    """After a planned failover with one replica no write can be acknowledged
     until Sentinel re-attaches the old primary (~11 s); the slot's start retries backed off to 5 s
     and resumed 5 s after that (16.3 s pause), while status looked idle. The same stall, with its
     end chosen by the test: the only replica SIGSTOPped (every start is NotReplicated), resumed

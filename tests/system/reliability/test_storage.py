@@ -1,4 +1,4 @@
-"""Issue 9, item 21 (the job's side): a full or read-only results directory fails parse_markdown
+"""The job's side of a full disk: a full or read-only results directory fails parse_markdown
 attempts with error kind ``storage`` (retried up to max_tries, each a try, none an attempt of a
 handler), not ``handler_failed`` three times; once there is room again, jobs complete."""
 

@@ -1,5 +1,5 @@
-"""Redis commands per job, counted with INFO commandstats (Lua-internal calls included, as issue 12
-counts them), XADD in its own column. Not a test: ``python tests/system/runs/count_commands.py [N]`` prints
+"""Redis commands per job, counted with INFO commandstats (Lua-internal calls
+included), XADD in its own column. Not a test: ``python tests/system/runs/count_commands.py [N]`` prints
 one line per mode (plain jobs; run jobs when the runs scripts exist).
 
 It starts its own redis-server and daemon (4 slots, the ``noop`` handler) in a temp dir."""

@@ -1,5 +1,5 @@
-"""Fairness inside the interactive class, and interactive before bulk within one user (issue 17
-items 4 and 5), with real daemons: the start order is read from the `events` stream (job_started
+"""Fairness inside the interactive class, and interactive before bulk within one user,
+with real daemons: the start order is read from the `events` stream (job_started
 in the order Redis wrote them), not from clocks."""
 
 from __future__ import annotations

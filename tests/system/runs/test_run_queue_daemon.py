@@ -1,5 +1,5 @@
 """A sealed run whose submitter died while queuing its jobs: the daemon's housekeeper queues the
-rest (issue 17 item 2), each job once."""
+rest, each job once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17, item 3: skip trusts the input hash the completed attempt took of what it read, not the
+"""Skip trusts the input hash the completed attempt took of what it read, not the
 one taken at submit time (CONTRACT.md, Runs). A file changed between submit and run stores the
 hash of its new bytes; a file changed during the attempt fails it (``handler_failed``, retried).
 Also noted there: a submission hashes each distinct file once, however many items name it."""
