@@ -83,7 +83,7 @@ def test_reload_resizes_when_the_file_changed_and_keeps_a_live_scale_otherwise(h
 def test_invalid_reload_keeps_the_old_config_and_says_why(h):
     d = h.daemon(workers=2)
     pids = d.wait_slots(2)
-    h.queue()  # the harness's client, built from the file while it is still valid
+    h.client()  # the harness's client, built from the file while it is still valid
     cfg = h.tmp / "a.toml"
     good = cfg.read_text()
     set_workers(cfg, 9)

@@ -41,8 +41,7 @@ class Daemon:
 
     def __init__(self, h, root: Path):
         self.h, self.root = h, root
-        self.q = h.queue()
-        self.k, self.r = self.q.k, self.q.r
+        self.k, self.r = h.k, h.r
 
     def push(self, entry: bytes) -> None:
         self.r.lpush(self.k.ready_lo, entry)

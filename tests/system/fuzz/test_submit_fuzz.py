@@ -179,9 +179,8 @@ def test_submit_exits_0_or_2_with_one_line(world, cfg_path, kind, user, payload_
         args += ["--job-id", job_id]
     for a in after:
         args += ["--after", a]
-    q = world.queue()
-    existed = job_id is not None and is_utf8(job_id) and q.r.exists(q.k.job(job_id))
-    existing = {a for a in after if is_utf8(a) and q.r.exists(q.k.job(a))}
+    existed = job_id is not None and is_utf8(job_id) and world.r.exists(world.k.job(job_id))
+    existing = {a for a in after if is_utf8(a) and world.r.exists(world.k.job(a))}
 
     res = CliRunner().invoke(main, args, catch_exceptions=True)
 
@@ -193,7 +192,7 @@ def test_submit_exits_0_or_2_with_one_line(world, cfg_path, kind, user, payload_
         assert jid and "\n" not in jid, res.stdout
         if job_id is not None:
             assert jid == job_id
-        rec = q.get(jid)  # decodes: what was queued is a valid job record
+        rec = world.job(jid)  # decodes: what was queued is a valid job record
         assert rec is not None
         if not existed:
             assert (rec.kind, rec.user, rec.priority, rec.after) == (kind, user, priority, after)
@@ -201,7 +200,7 @@ def test_submit_exits_0_or_2_with_one_line(world, cfg_path, kind, user, payload_
         assert res.exit_code == 2, (res.exit_code, res.stdout[-300:], res.stderr[-1000:])
         one_line_error(res.stderr, "tender-pool: ")
         if job_id is not None and is_utf8(job_id) and not existed:
-            assert not q.r.exists(q.k.job(job_id)), "a refused submission queued a job"
+            assert not world.r.exists(world.k.job(job_id)), "a refused submission queued a job"
 
 
 @pytest.mark.timeout(60)

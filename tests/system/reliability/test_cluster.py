@@ -218,7 +218,7 @@ def test_two_queues_on_two_masters_two_daemons_both_work(tmp_path, cluster):
                 assert (n > 0) == (port == owner), (queue, port, owner, n)
         # and a process's keyless reads (the reaper's SCAN, status's INFO) ask its queue's master only
         for name, queue in (("a", qa), ("b", qb)):
-            r = h.queue(name).r
+            r = h.client(name).r
             assert int(r.info("server")["tcp_port"]) == cluster.owner(queue)
             names = {k.decode() for k in r.scan_iter(match=f"{h.prefix}:*", count=1000)}
             assert names and all(f"{{{queue}}}" in k for k in names), sorted(names)[:5]

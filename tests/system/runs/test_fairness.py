@@ -51,9 +51,9 @@ def test_a_100_job_bulk_run_does_not_delay_another_users_job_by_more_than_one_jo
     b = h.submit(kind="par", user="B", payload={"record": str(h.records)}, priority=priority)
     # Then it starts on the next slot that frees: no more than one of A's jobs starts in between
     # (the fair entry a slot may already hold), so B waits at most one job's duration
-    wait_until(lambda: h.queue().get(b).started_at, 30, what="B's job to start")
+    wait_until(lambda: h.job(b).started_at, 30, what="B's job to start")
     k = h.k
-    bj = h.queue().get(b)
+    bj = h.job(b)
     ids = [j.decode() for j in h.r.lrange(k.runjobs(run.id), 0, -1)]
     p = h.r.pipeline(transaction=False)
     for j in ids:

@@ -38,5 +38,5 @@ def test_the_housekeeper_finishes_queuing_a_run_whose_submitter_died(h, monkeypa
     wait_until(lambda: run_state(h, "half") == "completed", 60, what="the run to complete")
     stored, counted = recount(h, "half")
     assert stored == counted and counted["completed"] == 10
-    assert all(h.queue().get(f"half/{i}").attempts == 1 for i in range(1, 11))
+    assert all(h.job(f"half/{i}").attempts == 1 for i in range(1, 11))
     assert not h.r.zscore(k.runqueue, "half")

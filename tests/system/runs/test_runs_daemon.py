@@ -109,11 +109,11 @@ def test_events_shape_skip_by_hash_and_overwrite(h):
     qtypes = [e["type"] for e in events(h, k.events) if e["run_id"] == run.id]
     assert qtypes.count("job_queued") == 4 and qtypes.count("job_completed") == 4
     # Same items again: every job skipped (no slot time), result and skipped_from point at the first run
-    first = {j.decode(): h.queue().get(j.decode()) for j in h.r.lrange(k.runjobs(run.id), 0, -1)}
+    first = {j.decode(): h.job(j.decode()) for j in h.r.lrange(k.runjobs(run.id), 0, -1)}
     again = c.submit_run("bob", "par", items)
     assert again.state == "completed" and again.counts.skipped == 4
     for j in h.r.lrange(k.runjobs(again.id), 0, -1):
-        rec = h.queue().get(j.decode())
+        rec = h.job(j.decode())
         assert rec.state.value == "skipped" and rec.attempts == 0
         assert rec.skipped_from in first and rec.result == first[rec.skipped_from].result
     # One changed payload: only that one runs; --overwrite runs them all
@@ -162,7 +162,7 @@ def test_cancel_racing_a_claim_ends_cancelled_without_running(h):
     os.kill(pid, signal.SIGCONT)
     # Then the claimed one ends cancelled at start, never having run
     assert wait_final(h, run.id, 20) == "cancelled"
-    assert all(h.queue().get(j).state.value == "cancelled" for j in ids)
+    assert all(h.job(j).state.value == "cancelled" for j in ids)
     assert not any(h.records.glob("*.start"))
     assert_consistent(h, run.id)
     assert d.proc.poll() is None

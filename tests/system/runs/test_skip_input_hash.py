@@ -51,7 +51,7 @@ def run_jobs(h, c, run_id: str, timeout: float = 40):
     k = h.k
     wait_until(lambda: (h.r.hget(k.run(run_id), "state") or b"").decode() in FINAL, timeout,
                what=f"run {run_id} final")
-    return c.run(run_id), [h.queue().get(j.decode()) for j in h.r.lrange(k.runjobs(run_id), 0, -1)]
+    return c.run(run_id), [h.job(j.decode()) for j in h.r.lrange(k.runjobs(run_id), 0, -1)]
 
 
 def text_of(rec) -> str:
@@ -86,7 +86,7 @@ def test_a_file_changed_before_its_job_ran_is_never_skipped_back_to_its_old_byte
     assert run.state == "completed" and text_of(rec2) == "X" and rec2.input_hash == hash_x
     # Unchanged since: skip still works, with the result of the job that read these bytes
     third = c.submit_run("u1", "cat", items)
-    skipped = h.queue().get(third.jobs[0].id)
+    skipped = h.job(third.jobs[0].id)
     assert third.counts.skipped == 1 and skipped.skipped_from == rec2.id and text_of(skipped) == "X"
 
 
@@ -209,7 +209,7 @@ def test_a_submission_hashes_each_distinct_file_once(h, tmp_path, monkeypatch):
               {"key": "n", "payload": {"n": 1}}]
     run = c.submit_run("u1", "k", items)
     assert sorted(reads) == sorted([str(big), str(other)])  # 22 items naming a file, 2 files: 2 reads
-    recs = {j.key: h.queue().get(j.id) for j in run.jobs}
+    recs = {j.key: h.job(j.id) for j in run.jobs}
     assert all(recs[f"b{i}"].input_hash == expected[str(big)] for i in range(20))
     assert recs["l"].input_hash == expected[str(link)] and recs["o"].input_hash == expected[str(other)]
     assert recs["n"].input_hash == client_items.input_hash("k", {"n": 1})
