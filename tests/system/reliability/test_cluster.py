@@ -223,7 +223,7 @@ def test_two_queues_on_two_masters_two_daemons_both_work(tmp_path, cluster):
             names = {k.decode() for k in r.scan_iter(match=f"{h.prefix}:*", count=1000)}
             assert names and all(f"{{{queue}}}" in k for k in names), sorted(names)[:5]
             p = r.pipeline(transaction=False)  # as a consumer's resync pages job hashes
-            p.scan(0, match=h.k.job("*"), count=1000)
+            p.scan(0, match=keys(h.prefix, queue).job("*"), count=1000)
             cursor, page = p.execute()[0]
             assert isinstance(cursor, int) and page and all(f"{{{queue}}}:job:" in k.decode() for k in page)
     finally:
