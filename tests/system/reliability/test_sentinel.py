@@ -337,11 +337,14 @@ def test_starts_resume_within_a_second_of_a_replica_acknowledging_and_status_say
     warm = sh.submit("noop", user="warm")
     sh.wait_state(warm, timeout=20)
     replica = next(n for p, n in sentinels.nodes.items() if p != sentinels.primary_port())
-    # When the replica stops acknowledging and a job is queued (written without WAIT by the test)
+    # When the replica stops acknowledging and a job is queued (the primary has it; the client's
+    # submit cannot have it acknowledged and says so: NotReplicated, submit again with the same id)
     replica.proc.send_signal(signal.SIGSTOP)
     stalled_at = time.monotonic()
     try:
-        jid = sh.submit("noop", user="u1")
+        jid = "stalled-1"
+        with pytest.raises(NotReplicated):
+            sh.submit("noop", user="u1", id=jid)
         # Then status says what the pool waits for instead of looking idle
         def warned():
             out = sh.cli("status", "--json")
