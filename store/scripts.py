@@ -51,14 +51,16 @@ def _lua():
 
 def needs_of(text: str) -> tuple[str, ...]:
     """The parts a script or part names on the ``-- needs:`` line of its header (the comment lines
-    it opens with). Every script and part has that line, empty when it needs none: a missing one
-    is an error, not a silent whole library."""
+    it opens with), comma-separated; a remark in parentheses is not a name. Every script and part
+    has that line, with no name when it needs none: a missing one is an error, not the whole
+    library by default."""
     for line in text.splitlines():
         if not line.startswith("--"):
             break
         m = _NEEDS.match(line)
         if m:
-            return tuple(n.strip() for n in m.group(1).split(",") if n.strip())
+            names = re.sub(r"\(.*?\)", "", m.group(1))
+            return tuple(n.strip() for n in names.split(",") if n.strip())
     raise ValueError("no '-- needs:' line in the header")
 
 
@@ -118,7 +120,8 @@ def text(name: str) -> str:
     """The full text of ``lua/<name>.lua`` as sent to Redis: the parts it needs, then the script."""
     if name not in NAMES:
         raise KeyError(f"no Lua script named {name!r}")
-    return prelude(*parts()) + source(name)
+    own = source(name)
+    return prelude(*needs_of(own)) + own
 
 
 def register(client: redis.Redis, *names: str) -> dict[str, Script]:
@@ -139,7 +142,7 @@ def batch_text(name: str) -> str:
     if name not in BATCHES:
         raise KeyError(f"no batched Lua script named {name!r}")
     one, many = source(name), source(f"{name}_many")
-    return (prelude(*parts()) + f"local function {name}_one()\n" + one + "\nend\n"
+    return (prelude(*needs_of(one), *needs_of(many)) + f"local function {name}_one()\n" + one + "\nend\n"
             + many)
 
 

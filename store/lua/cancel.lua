@@ -10,6 +10,7 @@
 -- A cancelled fair entry passes the user's turn of its class to the next of its backlog (set_state).
 -- ARGV: 1 id, 2 retention s, 3 lock TTL ms, 4 user
 -- Returns {'cancelled'} | {'signalled'} | {'already', state} | {'missing'}
+-- needs: base, ctx, classes, state, terminal, lock
 local id = ARGV[1]
 local j = redis.call('HMGET', KEYS[1], 'state', 'run', 'key')
 local state = j[1]

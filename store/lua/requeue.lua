@@ -13,6 +13,7 @@
 --       caller judged too old ('' = none): another stamp now means the entry was started (or
 --       claimed again) since, so its attempt is young and is left alone
 -- Returns {'alive'} | {'gone'} | {'requeued'} | {'failed'} (crash cap reached) | {'raw'}
+-- needs: base, ctx, classes, lock, state, terminal
 local entry, reason = ARGV[1], ARGV[2]
 if ARGV[3] ~= '' and redis.call('GET', KEYS[21]) == ARGV[3] then return {'alive'} end
 if (ARGV[9] or '') ~= '' and tonumber(redis.call('HGET', KEYS[3], entry)) ~= tonumber(ARGV[9]) then

@@ -15,6 +15,7 @@
 --       8.. the entries
 -- Returns requeue.lua's verdict per entry, in the entries' order ('alive' | 'gone' | 'requeued' |
 -- 'failed' | 'raw').
+-- needs: (no lib part)
 local F = {unpack(KEYS, 1, 11)}
 local base, reason, owner, cap, ttl, retention, dead = unpack(ARGV, 1, 7)
 local entries = {}  -- copied first: ARGV is rewritten per entry below

@@ -7,6 +7,7 @@
 -- ARGV: 1 base '<prefix>:{<queue>}' (job:<id> is built from it as keys.py spells it), 2 run id,
 --       3 digest, 4 at most this many jobs
 -- Returns {'more'} | {'gone'} | {'kept'} (sealed, or another submission's: nothing done)
+-- needs: (no lib part)
 local base, run_id, digest, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local h = redis.call('HMGET', KEYS[1], 'digest', 'staging', 'created_at')
 if not h[1] then return {'gone'} end

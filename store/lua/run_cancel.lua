@@ -12,6 +12,7 @@
 -- ARGV: 1 run id, 2 retention s, 3 lock TTL ms, 4 user
 -- Returns {'cancelled', n cancelled at once, n signalled (running or claimed)} |
 --         {'already', final state} (the run had ended: nothing changed) | {'missing'}
+-- needs: base, ctx, classes, events, runs, state, terminal, lock
 local run_id, retention, user = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local rstate = redis.call('HGET', KEYS[1], 'state')
 if not rstate then return {'missing'} end

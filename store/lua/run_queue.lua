@@ -15,6 +15,7 @@
 -- ARGV[1] as store/keys.py spells them, under the same {queue} hash tag (as take.lua does).
 -- ARGV: 1 base '<prefix>:{<queue>}', 2 run id, 3 at most this many jobs, 4 retention s
 -- Returns {'more', queued_to} | {'done', total} | {'unsealed'} | {'missing'}
+-- needs: base, ctx, events, fairness, state, terminal
 local base, run_id, max, retention = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local h = redis.call('HMGET', KEYS[1], 'user', 'kind', 'priority', 'overwrite', 'queued_to', 'total', 'staging')
 if not h[1] then

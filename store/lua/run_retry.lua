@@ -9,6 +9,7 @@
 -- KEYS[14..] per job of the run: job:<id>
 -- ARGV: 1 run id, 2 retention s, 3 '1' to retry cancelled jobs too, 4 user
 -- Returns {'retried', n jobs queued again, run state} | {'nothing', run state} | {'missing'}
+-- needs: base, ctx, events, fairness, state
 local run_id, retention, user = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local v = redis.call('HMGET', KEYS[1], 'state', 'priority')
 local rstate, prio = v[1], v[2] or 'bulk'
