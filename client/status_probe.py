@@ -20,6 +20,7 @@ import msgspec
 import redis
 
 from tender_pool.store import scripts
+from tender_pool.store.script_args import DepwaitsCountCall
 from tender_pool.store.connection import connect
 
 from tender_pool.client import consumer
@@ -343,7 +344,10 @@ class QueueProbe:
         n_procs, n_waits = len(procs), len(procs) + len(users)
         n_lo = n_waits + len(fair_users)
         dep_ids = [d.decode("utf-8", "replace") for d in deps]
-        by_dep = int(self._depwaits(keys=[k.depwaits, *(k.deps(d) for d in dep_ids)], args=dep_ids)) if dep_ids else 0
+        by_dep = 0
+        if dep_ids:
+            call = DepwaitsCountCall(depwaits=k.depwaits, deps=[k.deps(d) for d in dep_ids], ids=dep_ids)
+            by_dep = int(self._depwaits(keys=call.keys(), args=call.args()))
         return QueueStats(
             ready_hi=hi + sum(counts[n_lo:]),
             ready_lo=max(0, lo - len(wakes or [])) + sum(counts[n_waits:n_lo]),

@@ -1,8 +1,10 @@
 """Every Redis key name tender-pool uses, in one place.
 
 All keys share the hash tag ``{<queue>}`` (``tp:{tender_parse}:…``) so that every Lua script touches
-one Redis Cluster slot; scripts receive every key as KEYS and never build names themselves. The price,
-stated plainly: the whole pool lives on one shard.
+one Redis Cluster slot; scripts receive every key as KEYS. A script that learns a name's parts only
+from data (a job's user read in the same step) gets the base in KEYS and builds the name through
+``lua/lib/keys.lua``, which spells what this class spells (tests/store/test_key_names.py compares
+the two in a real Redis). The price, stated plainly: the whole pool lives on one shard.
 
 | key | type | what |
 |---|---|---|
@@ -46,6 +48,8 @@ stated plainly: the whole pool lives on one shard.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 
@@ -82,6 +86,15 @@ class Keys:
 
     def proc(self, host_id: str, incarnation: str, slot: int, seq: int) -> str:
         return f"{self.base}:proc:{host_id}:{incarnation}:{slot}.{seq}"
+
+    def proc_parts(self, name: str) -> tuple[str, str, int, int] | None:
+        """``proc``'s inverse: (host id, incarnation, slot, seq) of a processing list of this base,
+        None for any other name (lib/keys.lua ``proc_parts`` reads a name the same way)."""
+        head = f"{self.base}:proc:"
+        if not name.startswith(head):
+            return None
+        m = re.fullmatch(r"([^:]+):([^:]+):([0-9]+)\.([0-9]+)", name[len(head):])
+        return (m[1], m[2], int(m[3]), int(m[4])) if m else None
 
     @property
     def proc_pattern(self) -> str:

@@ -11,7 +11,7 @@ import redis
 
 from tender_pool.store import scripts
 
-_IDENT = re.compile(r"(?<![.:\w])([A-Za-z_]\w*)")
+_IDENT = re.compile(r"(?<![.:\w])([A-Za-z_]\w*)\b(?!\s*=[^=])")  # not a field name or an assignment
 _DEFINES = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.M)
 
 

@@ -1,11 +1,11 @@
 -- lib/terminal: what every terminal path does after set_state (dependents, history indexes).
--- needs: classes
+-- needs: classes, keys
 
 -- Every terminal path (success, failure, cancel, dead-letter, crash cap) goes through here, so no
 -- path can forget the dependents (rq#2006) or the history indexes. Beside `finished` (id -> finish
 -- ms), the same id and score go to `finished:state:<state>`, `finished:user:<user>` and
--- `finished:kind:<kind>` (names built on `finished`'s, so the same hash tag; client/history.py spells
--- them and reads them), so a filtered history page or the failed count is a range read, not a walk
+-- `finished:kind:<kind>` (names built on `finished`'s by lib/keys, so the same hash tag;
+-- client/history.py reads them), so a filtered history page or the failed count is a range read, not a walk
 -- of the job hashes. `finished:trim` keeps per index ('state:<s>', 'user:<u>', 'kind:<k>') a score
 -- at or below its oldest entry (ZADD LT), so the housekeeper's trim (history.trim) visits only the
 -- indexes holding something past the retention. A hash without user or kind (a dead-lettered bad
@@ -26,8 +26,8 @@ local function on_terminal(job_key, deps_key, ready, finished_key, id, now, rete
   if not (state and user and kind) then return end
   -- (a run job reopened by run_retry.lua left every index then: nothing of its old end is here)
   local s, u, k = 'state:' .. state, 'user:' .. user, 'kind:' .. kind
-  redis.call('ZADD', finished_key .. ':' .. s, now, id)
-  redis.call('ZADD', finished_key .. ':' .. u, now, id)
-  redis.call('ZADD', finished_key .. ':' .. k, now, id)
-  redis.call('ZADD', finished_key .. ':trim', 'LT', now, s, now, u, now, k)
+  redis.call('ZADD', finished_index(finished_key, s), now, id)
+  redis.call('ZADD', finished_index(finished_key, u), now, id)
+  redis.call('ZADD', finished_index(finished_key, k), now, id)
+  redis.call('ZADD', finished_index(finished_key, 'trim'), 'LT', now, s, now, u, now, k)
 end
