@@ -482,7 +482,8 @@ inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
 
 /* requeue.lua: re-check the owner is dead (check: l.15) and, for a deadline, that the claim stamp
  * is still the judged one (stp: l.16), the entry is still there; LREM it; running and owned
- * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry; a job with no
+ * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry, and a
+ * processing list of this queue, lib/keys.lua proc_parts: every jp of the model is; a job with no
  * `proc`, started before it existed: its `worker` is not the list's, slot OWNER(L), and that
  * worker's busy state names this job at its current attempt) → only this duplicate entry goes
  * ('gone': no HDEL started, job untouched); else HDEL started; running → release its lock, count
