@@ -266,7 +266,7 @@ def _run_event(raw: bytes) -> tuple[str, str, str, int] | None:
 class QueueProbe:
     """Queue figures from Redis, in two pipelines whose cost does not grow with the queue or the
     history: list lengths, ZCARD, ZCOUNT of the failed index (``finished:state:failed`` over the
-    retention window: lib.lua's ``on_terminal`` keeps it, the housekeeper's ``history.trim`` trims it),
+    retention window: lib/terminal.lua's ``on_terminal`` keeps it, the housekeeper's ``history.trim`` trims it),
     wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
     with parked jobs and per user with queued jobs of either class (their backlogs: ``inready`` and
     ``inready:hi`` name them).

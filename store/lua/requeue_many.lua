@@ -1,5 +1,5 @@
 -- requeue.lua over many entries of one processing list, in one call (the reaper's pass over a dead
--- host's lists, a dead slot's list). Sent after lib.lua and after requeue.lua's own text, unchanged,
+-- host's lists, a dead slot's list). Sent after the lib parts both need and after requeue.lua's own text, unchanged,
 -- as the body of `local function requeue_one()` (scripts.batch_text): every entry goes through
 -- exactly requeue.lua's logic, the owner re-check included, with KEYS and ARGV set to what
 -- Queue.requeue would send for it. One implementation: a fix to requeue.lua is a fix here.

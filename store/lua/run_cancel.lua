@@ -36,7 +36,7 @@ for i = 0, njobs - 1 do
 end
 
 -- Lists a run's jobs wait in: rebuilt once each without them (not one LREM per job). Wait lists
--- hold an interactive job as '!' .. id (lib.lua park_entry).
+-- hold an interactive job as '!' .. id (lib/classes park_entry).
 local function strip(list)
   local items = redis.call('LRANGE', list, 0, -1)
   local keep, hit = {}, false

@@ -2,8 +2,8 @@
 -- run's cursor `queued_to`: each job still `queued` is either skipped — a completed job of the same
 -- user and kind with the same input hash is in retention (done:<kind>:<user>:<hash> names it) and
 -- the run is not `overwrite` — or queued: its staging expiry ends and it goes through the user's
--- fair entry and backlog of its class (lib.lua queue_job: one call per job, so the queuing rule
--- stays lib.lua's). A skipped job goes through set_state (run counts, job_skipped with
+-- fair entry and backlog of its class (lib/fairness queue_job: one call per job, so the queuing rule
+-- stays lib/fairness's). A skipped job goes through set_state (run counts, job_skipped with
 -- `skipped_from`, the run's end if it was the last) and on_terminal (every history index, dependents,
 -- retention), like every other terminal state. A job no longer `queued` (a `runs cancel` during the
 -- queuing) is left as it is. Any caller may move the cursor (the submitter, its retry, the

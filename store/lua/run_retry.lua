@@ -42,7 +42,7 @@ for _, t in ipairs(picked) do
   ctx.job, ctx.id, ctx.item = t.key, t.id, t.item
   set_state(ctx, t.state, 'queued', {'tries', 0, 'error', '', 'finished_at', '', 'cancel', '', 'token', ''}, false, now)
   redis.call('PERSIST', t.key)
-  -- out of the history at once, indexes included (lib.lua on_terminal): it is not finished now
+  -- out of the history at once, indexes included (lib/terminal on_terminal): it is not finished now
   redis.call('ZREM', KEYS[11], t.id)
   redis.call('ZREM', finished_index(KEYS[11], 'state:' .. t.state), t.id)
   redis.call('ZREM', finished_index(KEYS[11], 'user:' .. user), t.id)
