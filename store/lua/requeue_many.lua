@@ -26,7 +26,7 @@ for n, e in ipairs(entries) do
   local user = f[1] or ''
   local kind = (f[2] and f[2] ~= '') and f[2] or '-'
   local run = (f[3] and f[3] ~= '') and f[3] or '-'
-  -- requeue.lua's KEYS, in its header's order (Queue._job_keys + proclists + host + ready:hi + base)
+  -- requeue.lua's KEYS, in its header's order (store/script_args.py RequeueCall)
   KEYS[1], KEYS[2], KEYS[3] = F[1], keyname(base, 'job', e), F[2]
   KEYS[4], KEYS[5], KEYS[6] = keyname(base, 'lock', user), keyname(base, 'wait', user), F[3]
   KEYS[7], KEYS[8], KEYS[9] = F[4], F[5], keyname(base, 'deps', e)
