@@ -12,6 +12,13 @@ each ``local function`` and constant table of the prelude is built again on ever
   EVALSHA round trip, best of ``--rounds`` rounds of ``--calls`` calls.
 
     .venv/bin/python bench/bench_lua_prelude.py [--calls 20000] [--rounds 3]
+
+Measured here (2 shared cores, load average ~4, redis 7, best of 3 × 20000): Redis CPU per EVALSHA,
+whole library → needs only: stamp 17.9 → 10.4 µs, progress 12.1 → 5.6, unstick 14.9 → 6.7,
+busy_clear 15.9 → 3.8, requeue 23.1 → 13.2; text sent, as one lib.lua (34,059 bytes) was
+prepended before: stamp 34,581 → 1,214 bytes, progress 35,275 → 4,455, requeue 39,205 → 27,249. The
+slot's hot path (take, settle_take, start, settle) needs every part: its text is the whole library
+(take 36,179 → 39,656 bytes: the part headers and lib/keys.lua).
 """
 
 from __future__ import annotations
