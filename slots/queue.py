@@ -41,7 +41,7 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     NoLease,
     Parked,
     RawEntry,
-    Run,
+    Started,
     SettleAnswer,
     SettleReply,
     Stale,
