@@ -31,7 +31,7 @@ import msgspec
 from tender_pool.store.config import Config, HandlerConfig
 from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
 
-from tender_pool.slots import forkserver, functions, handlers, runner
+from tender_pool.slots import forkserver, functions, groups, handlers, runner
 from tender_pool.slots.function_import import ImportProblem
 from tender_pool.slots.runner import RunResult
 
@@ -241,7 +241,7 @@ class ExtractionKind:
             self.jvm = WarmJvm(
                 heap=self.cfg.extract.jvm_heap,
                 kill_grace=self.cfg.pool.kill_grace,
-                kill_group=runner.kill_group,  # the one owner of process-group signals
+                kill_group=groups.kill_group,  # the one owner of process-group signals
             )
         if self.jvm_docs >= self.JVM_RECYCLE_AFTER:
             self.jvm.kill()

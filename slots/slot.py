@@ -45,7 +45,7 @@ from tender_pool.store.config import Config
 from tender_pool.store.connection import NotReplicated, retry_delay
 from tender_pool.store.types import Beat, Idle, Preloaded, SlotExit
 
-from tender_pool.slots import faults, kinds, runner
+from tender_pool.slots import faults, groups, kinds, runner
 from tender_pool.slots.attempt import Attempt, Ran, exited
 from tender_pool.slots.busy import BusyTracker
 from tender_pool.slots.function_import import ImportProblem
@@ -153,10 +153,10 @@ class Slot:
         # The supervisor's death reaches us as SIGUSR2: kill the running job's group, then go. (A job
         # child is spawned without a PDEATHSIG of its own: posix_spawn cannot set one; see runner.)
         signal.signal(signal.SIGUSR2, self._on_parent_death)
-        runner.set_pdeathsig(signal.SIGUSR2)
+        groups.set_pdeathsig(signal.SIGUSR2)
         if os.getppid() != self.parent:
             return SlotExit.OK
-        runner.set_subreaper()
+        groups.set_subreaper()
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C goes to the supervisor's decision
         signal.signal(signal.SIGUSR1, self._on_abort)
@@ -223,7 +223,7 @@ class Slot:
         groups = [self.attempt.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
         for pgid in groups:
             if pgid:
-                runner.killpg(pgid, signal.SIGKILL)
+                groups.killpg(pgid, signal.SIGKILL)
         os._exit(SlotExit.ERROR)
 
     def _on_abort(self, *_: object) -> None:
