@@ -10,8 +10,8 @@ Hazards this module owns:
 - ``child_pid``, ``spawning`` and ``unsettled`` are read by the slot's parent-death handler
   (SIGUSR2): a death during the spawn waits for the pid (``on_orphaned`` is called once it is
   known); a death after the handler exited settles first.
-- ``runner`` is the seam to the processes (``spawn``, ``fork_call``, ``run``, ``reap_orphans``):
-  tests give a fake one and drive the slot without forking.
+- ``runner`` (``spawn``, ``fork_call``, ``run``) and ``reap_orphans`` are the seam to the
+  processes: tests give fakes and drive the slot without forking.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ import redis
 
 from tender_pool.store.config import Config
 from tender_pool.store.outcomes import Status, Stop
-from tender_pool.store.types import Busy, ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.slots.reports import Busy
 
-from tender_pool.slots import inputs, kinds, runner as runner_module
-from tender_pool.slots.heartbeat import Reporter
+from tender_pool.slots import groups, inputs, kinds, runner as runner_module
+from tender_pool.slots.reports import Reporter
 from tender_pool.slots.intake import Next
 from tender_pool.slots.lock import Lock
 from tender_pool.slots.progress import ProgressFeed
@@ -51,7 +52,8 @@ class Attempt:
     def __init__(self, cfg: Config, q: Queue, kinds_: dict, *, worker_id: str, marker: str, log, lock: Lock,
                  reporter: Reporter, beat: Callable[..., None], title: Callable[[str], None],
                  aborting: Callable[[], bool], orphaned: Callable[[], bool], on_orphaned: Callable[[], None],
-                 on_error: Callable[[redis.RedisError], None], runner=runner_module):
+                 on_error: Callable[[redis.RedisError], None], runner=runner_module,
+                 reap_orphans: Callable[..., list[int]] = groups.reap_orphans):
         self.cfg = cfg
         self.q = q
         self.kinds = kinds_
@@ -67,6 +69,7 @@ class Attempt:
         self.on_orphaned = on_orphaned
         self.on_error = on_error
         self.runner = runner
+        self.reap_orphans = reap_orphans
         self.last_poll = 0.0
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
         self.spawning = False  # between the spawn and child_pid: a parent death waits for the pid
@@ -141,7 +144,7 @@ class Attempt:
                 outcome = Outcome(Status.FAILED, error=JobError(ErrorKind.HANDLER_FAILED.value, changed + "; retried"),
                                   signals=outcome.signals)
         keep = set().union(*(k.keep() for k in self.kinds.values()))
-        leftovers = self.runner.reap_orphans(keep=keep)
+        leftovers = self.reap_orphans(keep=keep)
         log.info(
             "job_ran",
             returncode=res.returncode,

@@ -34,7 +34,8 @@ import redis
 from tender_pool.store.config import Config
 from tender_pool.store.keys import Keys
 from tender_pool.store.outcomes import Requeue, Status
-from tender_pool.store.types import AttemptEnd, ErrorKind, Finished, JobError, JobRecord, Outcome
+from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.slots.reports import AttemptEnd, Finished
 
 from tender_pool.slots import faults
 from tender_pool.slots.answers import (
@@ -50,7 +51,7 @@ from tender_pool.slots.answers import (
     TakeResult,
 )
 from tender_pool.slots.busy import BusyTracker
-from tender_pool.slots.heartbeat import Reporter
+from tender_pool.slots.reports import Reporter
 from tender_pool.slots.lock import Lock
 from tender_pool.slots.queue import Queue, Undecodable, decode_job, decode_submit, dependency_cycle
 from tender_pool.slots.retry import Retry

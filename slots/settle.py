@@ -25,13 +25,14 @@ import redis
 
 from tender_pool.store.config import Config
 from tender_pool.store.outcomes import Status
-from tender_pool.store.types import AttemptEnd, ErrorKind, Finished, Idle, JobRecord, Outcome
+from tender_pool.store.types import ErrorKind, JobRecord, Outcome
+from tender_pool.slots.reports import AttemptEnd, Finished, Idle
 
 from tender_pool.slots import faults
 from tender_pool.slots.answers import SettleAnswer, SettleReply, Started, Taken, TakeResult, Verdict
 from tender_pool.slots.attempt import Ran
 from tender_pool.slots.busy import BusyTracker
-from tender_pool.slots.heartbeat import Reporter
+from tender_pool.slots.reports import Reporter
 from tender_pool.slots.intake import Intake, Next
 from tender_pool.slots.lock import Lock
 from tender_pool.slots.queue import Queue

@@ -43,13 +43,13 @@ import setproctitle
 from tender_pool.store import logs
 from tender_pool.store.config import Config
 from tender_pool.store.connection import NotReplicated, retry_delay
-from tender_pool.store.types import Beat, Idle, Preloaded, SlotExit
+from tender_pool.slots.reports import Beat, Idle, Preloaded, SlotExit
 
 from tender_pool.slots import faults, groups, kinds, runner
 from tender_pool.slots.attempt import Attempt, Ran, exited
 from tender_pool.slots.busy import BusyTracker
 from tender_pool.slots.function_import import ImportProblem
-from tender_pool.slots.heartbeat import Reporter
+from tender_pool.slots.reports import Reporter
 from tender_pool.slots.intake import Intake, Next
 from tender_pool.slots.lock import Lock
 from tender_pool.slots.queue import Queue
@@ -64,7 +64,7 @@ class SlotBootError(Exception):
 class Slot:
     def __init__(
         self, cfg: Config, index: int, worker_id: str, proc: str, marker: str, report_fd: int, list_owner: str = "",
-        runner_=runner,
+        runner_=runner, reap_orphans=groups.reap_orphans,
     ):
         self.cfg = cfg
         self.index = index
@@ -93,7 +93,8 @@ class Slot:
         self.attempt = Attempt(cfg, self.q, self.kinds, worker_id=worker_id, marker=marker, log=self.log,
                                lock=self.lock, reporter=self.reporter, beat=self.beat, title=self.title,
                                aborting=lambda: self.aborting, orphaned=lambda: self.orphaned,
-                               on_orphaned=self._on_parent_death, on_error=self._redis_error, runner=runner_)
+                               on_orphaned=self._on_parent_death, on_error=self._redis_error, runner=runner_,
+                               reap_orphans=reap_orphans)
         self.settle = Settle(cfg, self.q, proc, self.kinds, worker_id=worker_id, log=self.log, lock=self.lock,
                              retry=self.retry, reporter=self.reporter, busy=self.busy, intake=self.intake,
                              title=self.title)

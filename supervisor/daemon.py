@@ -58,7 +58,8 @@ from tender_pool.supervisor.slot_table import SlotProc, SlotTable
 from tender_pool.supervisor.status_builder import StatusBuilder
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import SocketInUse, StatusServer, close_after_fork
-from tender_pool.store.types import STATUS_PROTOCOL, Beat, Busy, CountersView, Finished, SlotExit, SlotReport, add_counters, tally
+from tender_pool.store.types import STATUS_PROTOCOL, CountersView, add_counters
+from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport, tally
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
 

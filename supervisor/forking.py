@@ -47,7 +47,7 @@ from tender_pool.slots import groups
 
 from tender_pool.store.config import Config
 from tender_pool.supervisor.slot_table import SlotProc
-from tender_pool.store.types import Busy, SlotExit
+from tender_pool.slots.reports import Busy, SlotExit
 
 
 def kill(pid: int, sig: int) -> None:

@@ -14,12 +14,12 @@ import redis
 
 from tender_pool.client.client import Client
 from tender_pool.slots import slot as slot_mod
-from tender_pool.slots.heartbeat import ReportReader
+from tender_pool.slots.reports import ReportReader
 from tender_pool.slots.intake import Next
 from tender_pool.slots.runner import RunResult
 from tender_pool.store.config import load
 from tender_pool.store.keys import Keys
-from tender_pool.store.types import AttemptEnd, Beat, Busy, Finished, Idle
+from tender_pool.slots.reports import AttemptEnd, Beat, Busy, Finished, Idle
 
 
 class FakeChild:
@@ -28,7 +28,7 @@ class FakeChild:
 
 
 class FakeRunner:
-    """The runner's seam (``spawn``, ``fork_call``, ``run``, ``reap_orphans``): records each attempt's
+    """The process seam (the runner's ``spawn``, ``fork_call``, ``run``; ``reap_orphans``): records each attempt's
     stdin and answers what its handler would have printed. ``during`` runs while the attempt
     "runs" (another slot's step, a Redis change)."""
 
@@ -68,7 +68,8 @@ class World:
         os.set_blocking(rfd, False)
         proc = self.k.proc(self.cfg.pool.host_id, "inc", n, 1)
         s = slot_mod.Slot(self.cfg, n, f"{self.cfg.pool.host_id}-slot{n}", proc, f"test:{n}", wfd,
-                          list_owner="test-owner", runner_=runner)
+                          list_owner="test-owner", runner_=runner,
+                          reap_orphans=runner.reap_orphans)
         self.slots.append((s, rfd, ReportReader()))
         return s
 
