@@ -29,6 +29,7 @@ from typing import Callable, Protocol
 import msgspec
 
 from tender_pool.store.config import Config, HandlerConfig
+from tender_pool.store.outcomes import Status
 from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
 
 from tender_pool.slots import forkserver, functions, groups, handlers, runner
@@ -62,7 +63,7 @@ class Rejected:
     final: bool = True
 
     def outcome(self) -> Outcome:
-        return Outcome("failed", error=self.error, final=self.final, ran=not self.final)
+        return Outcome(Status.FAILED, error=self.error, final=self.final, ran=not self.final)
 
 
 MIN_FREE_BYTES = 1 << 20
@@ -222,7 +223,7 @@ class ExtractionKind:
         out = handlers.outcome_of(res, self.timeout, success=_job_output)
         if out.error is not None and out.error.kind == ErrorKind.STORAGE.value:
             out.final = False  # the results disk, not the document: another try may find room
-        path = (out.result or {}).get("markdown_path") if out.status == "completed" else None
+        path = (out.result or {}).get("markdown_path") if out.status == Status.COMPLETED else None
         limit = self.cfg.pool.inline_result_max
         if isinstance(path, str) and limit:
             try:

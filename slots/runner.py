@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from tender_pool.store.outcomes import Stop
+
 from tender_pool.slots import groups
 
 MAX_OUTPUT = 16 * 1024 * 1024  # a handler's stdout beyond this is bad_output
@@ -44,7 +46,7 @@ class RunResult:
     returncode: int | None
     stdout: bytes
     stderr_tail: bytes
-    stopped: str | None = None  # None, or why we killed it: timeout | cancel | abort
+    stopped: str | None = None  # None, or why we killed it (``Stop``)
     signals: list[str] = field(default_factory=list)
     overflow: bool = False
     kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
@@ -203,7 +205,7 @@ def run(
     deadline: float,
     kill_grace: float,
     marker: tuple[str, str],
-    tick: Callable[[], str | None],
+    tick: Callable[[], Stop | None],
     tick_every: float = 1.0,
     beat: Callable[[], None] | None = None,
     progress: "ProgressSink | None" = None,
@@ -248,7 +250,7 @@ def run(
         poller.register(pidfd, IN)
     except OSError:
         pidfd = -1
-    stopped: str | None = None
+    stopped: Stop | None = None
     overflow = False
     next_tick = time.monotonic() + tick_every
     exited_at: float | None = None
@@ -260,7 +262,7 @@ def run(
             if not streams or now - exited_at > 0.2:
                 break
         if now >= deadline:
-            stopped = "timeout"
+            stopped = Stop.TIMEOUT
             break
         if now >= next_tick:
             next_tick = now + tick_every
