@@ -221,8 +221,8 @@ class Slot:
         self._die()
 
     def _die(self) -> None:
-        groups = [self.attempt.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
-        for pgid in groups:
+        pgids = [self.attempt.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
+        for pgid in pgids:
             if pgid:
                 groups.killpg(pgid, signal.SIGKILL)
         os._exit(SlotExit.ERROR)
