@@ -1,6 +1,6 @@
 """Job kinds as strategies: what one attempt of a kind launches, and what its run means.
 
-The slot's loop is kind-agnostic (``Slot.execute``): it asks the job's kind to ``prepare`` a
+The slot's loop is kind-agnostic (``attempt.Attempt.run``): it asks the job's kind to ``prepare`` a
 ``Launch`` (or a pre-run rejection), starts it through ``runner``, and asks the kind to ``conclude``
 an ``Outcome`` from the ``RunResult``. Per-kind state lives here, in the slot process:
 
