@@ -22,6 +22,7 @@ import msgspec
 import redis
 
 from tender_pool.store.keys import Keys
+from tender_pool.store.outcomes import Stop
 from tender_pool.store.types import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
     BadInput,
     JobError,
@@ -52,7 +53,7 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     NoLease,
     Parked,
     RawEntry,
-    Run,
+    Started,
     SettleAnswer,
     SettleReply,
     Stale,
@@ -243,49 +244,19 @@ class Queue:
         """settle_take.lua: ``settle`` this attempt, then ``take`` the next queued job for ``proc``
         (LMOVE only: never waits), in one round trip. Same retry rules as both."""
         k = self.k
-        h = job.input_hash if input_hash is None else input_hash
+        keys, args, h = self._settle_call(proc, job, token, verdict, ta.worker, result=result, error=error,
+                                          lock_ttl_ms=ta.lock_ttl_ms, retention_s=ta.retention_s,
+                                          backoff_ms=backoff_ms, counts_try=counts_try, launched=launched,
+                                          input_hash=input_hash)
         res = self.fast.script(
             self._texts["settle_take"],
-            [
-                *self._attempt_keys(proc, job),
-                k.delayed,
-                k.busy(ta.worker),
-                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
-                k.ready_hi,
-                ta.host_key or k.host("-"),
-                k.inready_hi,
-            ],
-            [
-                job.id,
-                token,
-                Verdict(verdict).value,
-                _json.encode(result) if result is not None else "",
-                _json.encode(error) if error is not None else "",
-                ta.lock_ttl_ms,
-                ta.retention_s,
-                backoff_ms,
-                job.user,
-                "1" if counts_try else "0",
-                "1" if launched else "0",
-                k.base,
-                suffix,
-                ta.worker,
-                ta.pid,
-                ta.max_waits,
-                ta.busy_ttl_ms,
-                "1" if retry else "0",
-                ta.limits,
-                ta.min_lease_ms,
-                h or "",
-            ],
+            [*keys, ta.host_key or k.host("-"), k.inready_hi],
+            [*args, k.base, suffix, ta.worker, ta.pid, ta.max_waits, ta.busy_ttl_ms, "1" if retry else "0", ta.limits,
+             ta.min_lease_ms, h or ""],
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
-        if _s(res[0]) == "fenced":
-            reply = SettleReply(SettleAnswer.FENCED, "")
-        else:
-            reply = SettleReply(SettleAnswer.OK, _s(res[1]) or "")
-        return reply, take_result(res[2])
+        return _settle_reply(res), take_result(res[2])
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)
@@ -352,37 +323,42 @@ class Queue:
         process was started: a rejected input) takes this start back out of ``attempts``.
         ``input_hash``: the hash the attempt recorded of its input (``inputs.py``); a completed run
         item stores it as its ``input_hash`` and under ``done:`` (None: the job's own, as submitted)."""
+        keys, args, h = self._settle_call(proc, job, token, verdict, worker or "-", result=result, error=error,
+                                          lock_ttl_ms=lock_ttl_ms, retention_s=retention_s, backoff_ms=backoff_ms,
+                                          counts_try=counts_try, launched=launched, input_hash=input_hash)
+        res = self.fast.script(self._texts["settle"], keys, [*args, h or ""], replicas=self.replicas,
+                               timeout_ms=self.wait_ms)
+        return _settle_reply(res)
+
+    def _settle_call(self, proc: str, job: JobRecord, token: str, verdict: Verdict | str, worker: str, *,
+                     result: dict | None, error: JobError | None, lock_ttl_ms: int, retention_s: int,
+                     backoff_ms: int, counts_try: bool, launched: bool,
+                     input_hash: str | None) -> tuple[list[str], list, str | None]:
+        """settle.lua's KEYS[1..23] and ARGV[1..11], which settle_take.lua takes first too, and the
+        input hash the settle stores (the attempt's, else the job's own: settle.lua's ARGV[12])."""
         k = self.k
         h = job.input_hash if input_hash is None else input_hash
-        res = self.fast.script(
-            self._texts["settle"],
-            [
-                *self._attempt_keys(proc, job),
-                k.delayed,
-                k.busy(worker or "-"),
-                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
-                k.ready_hi,
-            ],
-            [
-                job.id,
-                token,
-                Verdict(verdict).value,
-                _json.encode(result) if result is not None else "",
-                _json.encode(error) if error is not None else "",
-                lock_ttl_ms,
-                retention_s,
-                backoff_ms,
-                job.user,
-                "1" if counts_try else "0",
-                "1" if launched else "0",
-                h or "",
-            ],
-            replicas=self.replicas,
-            timeout_ms=self.wait_ms,
-        )
-        if _s(res[0]) == "fenced":
-            return SettleReply(SettleAnswer.FENCED, "")
-        return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
+        keys = [
+            *self._attempt_keys(proc, job),
+            k.delayed,
+            k.busy(worker),
+            k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
+            k.ready_hi,
+        ]
+        args = [
+            job.id,
+            token,
+            Verdict(verdict).value,
+            _json.encode(result) if result is not None else "",
+            _json.encode(error) if error is not None else "",
+            lock_ttl_ms,
+            retention_s,
+            backoff_ms,
+            job.user,
+            "1" if counts_try else "0",
+            "1" if launched else "0",
+        ]
+        return keys, args, h
 
     def progress(self, job: JobRecord, token: str, event: dict) -> bool:
         """One job_progress event (progress.lua), fenced by the attempt token. False when fenced."""
@@ -561,16 +537,16 @@ class Queue:
                            ready_hi=k.ready_hi, user=user, lock_ttl=lock_ttl_ms)
         return _s(self._scripts["unstick"](keys=call.keys(), args=call.args())) or ""
 
-    def poll_attempt(self, job_id: str, token: str) -> str | None:
+    def poll_attempt(self, job_id: str, token: str) -> Stop | None:
         """Once a second while a job runs: "cancel" when it was cancelled, "fenced" when its token is
         no longer ours (another host's reaper reclaimed it after our heartbeat lapsed: a partition, a
         stalled supervisor). Stopping then bounds a double run to about a second after the reclaim
         becomes visible, instead of the rest of the job."""
         cancel, current = self.fast.call("HMGET", self.k.job(job_id), "cancel", "token")
         if cancel == b"1":
-            return "cancel"
+            return Stop.CANCEL
         if (current or b"").decode() != token:
-            return "fenced"
+            return Stop.FENCED
         return None
 
     def keep_markdown(self, job_id: str, attempt: int, text: str, retention_s: int) -> None:
@@ -617,6 +593,13 @@ def dependency_cycle(q: "Queue", req: SubmitRequest) -> list[str] | None:
                     nxt.append(d)
         frontier = nxt
     return None
+
+
+def _settle_reply(res: list) -> SettleReply:
+    """settle.lua's answer (settle_take.lua's first two elements)."""
+    if _s(res[0]) == "fenced":
+        return SettleReply(SettleAnswer.FENCED, "")
+    return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
 
 
 def decode_submit(raw: bytes) -> SubmitRequest:
