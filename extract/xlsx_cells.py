@@ -21,7 +21,7 @@ from tender_pool.extract.xlsx_parts import NeedsOpenpyxl, Styles, col_index, flo
 from tender_pool.extract.xlsx_strings import unescape, unescape_all
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
-_FIRST = operator.itemgetter(0)
+_COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
@@ -97,11 +97,12 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
     if len(common) == total:  # the commonest shapes are all there is
         rest: list = []
         sst = common
+        strs = [x for x in common if x[3]]
+        nums = [x for x in common if x[4]]
+        sv, nv = 3, 4
         values = SheetValues(lambda: {c + r: (b"s" if si else b"n", si or num or None, None)
                                       for c, r, _, si, num in sst if si or num}, strings, True, (), unescape,
-                             lambda: {(c + r).decode(): float(num) for c, r, _, si, num in sst if num})
-        strs = [(c, r, s, si) for c, r, s, si, _ in common if si]
-        nums = [(s, c, r, num) for c, r, s, _, num in common if num]
+                             lambda: {(c + r).decode(): float(num) for c, r, _, _, num in nums})
     else:  # other types, formulas, inline strings, values in other spellings: the general shape, same kinds
         found = _CELL.findall(body)
         if len(found) != total:
@@ -109,15 +110,16 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         if b"<f" in body:
             pending = _pending(found)
         common = found  # (column, row, style first, as in _SN_CELL's)
-        strs = [(c, r, s, v) for c, r, s, t, _, v, _ in found if t == b"s" and v]
-        nums = [(s, c, r, v) for c, r, s, t, _, v, _ in found if v and (t == b"n" or not t)]
-        rest = [(c, r, s, t, v or inl) for c, r, s, t, _, v, inl in found
-                if (v or inl) and t and t != b"s" and t != b"n"]
+        strs = [x for x in found if x[3] == b"s" and x[5]]
+        nums = [x for x in found if x[5] and (not x[3] or x[3] == b"n")]
+        rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
+        sv = nv = 5
+        # the numbers in the second lambda, the pending formulas in ``pending``: the first holds the other cells
         values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
-                                      if not v or (t and t != b"n")},  # numbers: in the lambda below
+                                      if (not v or (t and t != b"n"))
+                                      and not (f and not v and not inl and t != b"str")},
                              strings, True, pending, unescape,
-                             lambda: {(c + r).decode(): float(v) for c, r, _, t, _, v, _ in found
-                                      if v and (not t or t == b"n")})
+                             lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums})
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -129,11 +131,11 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
     ids = {str(i).encode(): i for i in range(nstyles)}
     ids[b""] = 0
     try:
-        cells = cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch)
+        cells = cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch, sv, nv)
     except KeyError:  # a row or style spelled otherwise (r="07", s="01") or out of range: maps from the cells
         rowmap = {r: int(r) - 1 for r in {x[1] for part in (common, rest) for x in part}}
         ids = {s: int(s) if s else 0 for s in {x[2] for part in (common, rest) for x in part}}
-        cells = cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch)
+        cells = cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch, sv, nv)
     return cells, max_col, rest_xml, values, pending
 
 
@@ -142,51 +144,62 @@ def _pending(found: list) -> list[Pending]:
     LibreOffice stores ="" results, has one: the empty string). Shared formulas are left to openpyxl, which
     translates a shared formula to each cell of its range."""
     cells = [(c, r, s, f) for c, r, s, t, f, v, inl in found if f and not v and not inl and t != b"str"]
-    heads = [f[: f.find(b">") + 1] for _, _, _, f in cells]
-    if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
-        raise NeedsOpenpyxl("shared formula without a cached value")
-    bodies = [f[len(h): -4] for (_, _, _, f), h in zip(cells, heads)]  # (_CELL: the element ends with </f>)
+    if all(map(bytes.startswith, map(operator.itemgetter(3), cells), itertools.repeat(b"<f>"))):
+        bodies = [f[3:-4] for _, _, _, f in cells]  # every one a plain <f>…</f> (openpyxl's): no head to look at
+    else:
+        heads = [f[: f.find(b">") + 1] for _, _, _, f in cells]
+        if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
+            raise NeedsOpenpyxl("shared formula without a cached value")
+        bodies = [f[len(h): -4] for (_, _, _, f), h in zip(cells, heads)]  # (_CELL: the element ends with </f>)
     escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
     texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
-    return [Formula(text, r.decode(), c.decode(), int(s) if s else 0) for (c, r, s, _), text in zip(cells, texts)]
+    sids = {s: int(s) if s else 0 for s in {s for _, _, s, _ in cells}}  # (int() of bytes, a call per cell: slow)
+    return [Formula(text, r.decode(), c.decode(), sids[s]) for (c, r, s, _), text in zip(cells, texts)]
 
 
 def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str],
-             styles: Styles, epoch) -> list:
-    """SheetCells of the matched cells, a kind at a time: ``strs`` (column, row, style, shared-string index) the
-    shared strings, ``nums`` (style, column, row, number) the numbers, style by style through
-    ``numfmt.format_all`` (sorted here, in place); ``rest`` (column, row, style, type, value) the other types.
-    Why: one Python loop body per cell was ~2 µs (0.2 s for a 12k-row bill); comprehensions and C-level ``map``
-    over a kind take a fraction. The list is thus in that order, not the sheet's (nothing reads cells in order).
-    ``ids``: style index by its attribute's bytes (a KeyError for one missing, as for a row missing from ``rowmap``)."""
+             styles: Styles, epoch, sv: int, nv: int) -> list:
+    """SheetCells of the matched cells, a kind at a time; every cell is a tuple (column, row, style, …) as the
+    pattern matched it, its text at index ``sv`` in ``strs`` (the shared-string index), at ``nv`` in ``nums`` (the
+    number; formatted style by style through ``numfmt.format_all``), and in ``rest``
+    (the other types: ``_CELL``'s tuples, type at 3) at 5 or, an inline string's, at 6. Why: one Python loop
+    body per cell was ~2 µs (0.2 s for a 12k-row bill); comprehensions and C-level ``map`` over a kind, the
+    tuples as matched (no tuple rebuilt per cell), take a fraction. The list is thus in that order, not the
+    sheet's (nothing reads cells in order). ``ids``: style index by its attribute's bytes (a KeyError for one
+    missing, as for a row missing from ``rowmap``)."""
     from openpyxl.utils.datetime import from_excel, from_ISO8601
 
     codes, dates, durations, wrap = styles.codes, styles.dates, styles.durations, styles.wrap
     nstyles = len(codes)
     wrap_of = {s: i in wrap for s, i in ids.items()}
-    cells = [SheetCell(rowmap[r], colmap[c], strings[int(v)], "string", wrap_of[s]) for c, r, s, v in strs]
+    rows, cols = rowmap.__getitem__, colmap.__getitem__
+    cells = list(map(SheetCell, map(rows, map(_ROW, strs)), map(cols, map(_COL, strs)),
+                     map(strings.__getitem__, map(int, map(operator.itemgetter(sv), strs))),
+                     itertools.repeat("string"), map(wrap_of.__getitem__, map(_STYLE, strs))))
     if "" in strings:
         cells = [c for c in cells if c.v]
     append = cells.append
-    nums.sort(key=_FIRST)  # style by style: one sort in C, not one pass over the cells per style
-    for style, same in itertools.groupby(nums, _FIRST):
+    number_of = operator.itemgetter(nv)
+    # style by style: one sort in C, not one pass over the cells per style (a copy: the caller's list keeps the
+    # document order its numbers' index is built in)
+    for style, same in itertools.groupby(sorted(nums, key=_STYLE), _STYLE):
         sid = ids[style]
-        group = [(c, r, v) for _, c, r, v in same]
+        group = list(same)
+        vals = list(map(number_of, group))
         if sid in dates:  # dates and durations: one by one
             code = codes[sid] if sid < nstyles else "General"
-            for c, r, v in group:
+            for x, v in zip(group, vals):
                 num = float(v) if (b"." in v or b"E" in v or b"e" in v) else int(v)
                 try:
                     value = from_excel(num, epoch, timedelta=sid in durations)
                 except (OverflowError, ValueError):
-                    append(SheetCell(rowmap[r], colmap[c], "#VALUE!", "error"))
+                    append(SheetCell(rowmap[x[1]], colmap[x[0]], "#VALUE!", "error"))
                     continue
                 if sid in durations:  # a timedelta: openpyxl's reader does not call it a date
-                    append(SheetCell(rowmap[r], colmap[c], format_value(value, code, is_date=False), "number"))
+                    append(SheetCell(rowmap[x[1]], colmap[x[0]], format_value(value, code, is_date=False), "number"))
                 else:
-                    append(SheetCell(rowmap[r], colmap[c], format_value(value, code, is_date=True), "date"))
+                    append(SheetCell(rowmap[x[1]], colmap[x[0]], format_value(value, code, is_date=True), "date"))
             continue
-        vals = [v for _, _, v in group]
         show = formatter(codes[sid]) if sid < nstyles else general
         exact = False
         try:
@@ -194,8 +207,10 @@ def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids
             all_int = True
         except ValueError:
             all_int = False
-            if (show is general or hasattr(show, "spec")) and max(map(len, vals)) <= 15:
-                values = list(map(float, vals))  # these two show an int < 1e15 and its float alike
+            if (show is general or hasattr(show, "spec")) and (max(map(len, vals)) <= 15 or all(
+                    b"." in v or b"e" in v or b"E" in v for v in vals if len(v) > 15)):
+                values = list(map(float, vals))  # these two show an int < 1e15 and its float alike (a longer
+                # text with a point or an exponent is a float below as well)
                 if hasattr(show, "spec"):  # no ties to round (more decimals than shown), no -0: one format() each
                     joined = b" ".join(vals)
                     exact = (b"-" not in joined and b"e" not in joined and b"E" not in joined
@@ -203,26 +218,21 @@ def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids
             else:
                 values = [float(v) if (b"." in v or b"E" in v or b"e" in v) else int(v) for v in vals]
         texts = format_all(show, values, all_int or exact)
-        cells += [SheetCell(rowmap[r], colmap[c], t, "number") for (c, r, _), t in zip(group, texts)]
-    escaped = [x[4] for x in rest if b"&" in x[4]]
-    plain = iter(unescape_all(escaped))
-    texts = [next(plain) if b"&" in x[4] else x[4].decode() for x in rest]
+        cells += map(SheetCell, map(rows, map(_ROW, group)), map(cols, map(_COL, group)), texts,
+                     itertools.repeat("number"))
+    raw = [x[5] or x[6] for x in rest]
+    plain = iter(unescape_all([v for v in raw if b"&" in v]))
+    texts = [next(plain) if b"&" in v else v.decode() for v in raw]
     # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
     cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
               if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
-    for (c, r, s, t, _), v in zip(rest, texts):
-        if t == b"inlineStr" or t == b"str":
-            continue
+    others = [(x, v) for x, v in zip(rest, texts) if x[3] != b"inlineStr" and x[3] != b"str"]  # (no loop over those)
+    for (c, r, s, t, *_), v in others:
         r0, c0, sid = rowmap[r], colmap[c], ids[s]
-        if t == b"str":
-            append(SheetCell(r0, c0, v, "string", sid in wrap))
-        elif t == b"b":
+        if t == b"b":
             append(SheetCell(r0, c0, "TRUE" if int(v) else "FALSE", "bool"))
         elif t == b"e":
             append(SheetCell(r0, c0, v, "error", sid in wrap))
-        elif t == b"inlineStr":
-            if v:
-                append(SheetCell(r0, c0, v, "string", sid in wrap))
         elif t == b"d":
             append(SheetCell(r0, c0, format_value(from_ISO8601(v), codes[sid] if sid < nstyles else "General",
                                                   is_date=True), "date"))

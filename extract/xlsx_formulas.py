@@ -139,7 +139,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             computed += 1
             t = type(v)
             if t is float or t is int:
-                numbers.append((str(p.sid).encode(), p.col.encode(), p.row.encode(), b"%.15g" % v))
+                numbers.append((p.col, p.row, p.sid, b"%.15g" % v))
                 continue
             r0, c0 = int(p.row) - 1, _col0(p.col)
             if t is str:
@@ -150,10 +150,10 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             elif t is XlError:
                 cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
         if numbers:
-            rowmap = {r: int(r) - 1 for _, _, r, _ in numbers}
-            colmap = {c: _col0(c.decode()) for c in {n[1] for n in numbers}}
-            ids = {s: int(s) for s in {n[0] for n in numbers}}
-            cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch)
+            rowmap = {r: int(r) - 1 for _, r, _, _ in numbers}
+            colmap = {c: _col0(c) for c in {n[0] for n in numbers}}
+            ids = {s: s for s in {n[2] for n in numbers}}
+            cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch, 3, 3)
         out[title] = cells
     return out, computed, shown
 
