@@ -22,6 +22,7 @@ from tender_pool.extract.xlsx_strings import unescape, unescape_all
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
+_FORMULA = operator.itemgetter(4)  # of _CELL's
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
@@ -143,18 +144,20 @@ def _pending(found: list) -> list[Pending]:
     """The regex path's formula cells without a cached value (a formula whose cached text result is empty, as
     LibreOffice stores ="" results, has one: the empty string). Shared formulas are left to openpyxl, which
     translates a shared formula to each cell of its range."""
-    cells = [(c, r, s, f) for c, r, s, t, f, v, inl in found if f and not v and not inl and t != b"str"]
-    if all(map(bytes.startswith, map(operator.itemgetter(3), cells), itertools.repeat(b"<f>"))):
-        bodies = [f[3:-4] for _, _, _, f in cells]  # every one a plain <f>…</f> (openpyxl's): no head to look at
+    cells = [x for x in found if x[4] and not x[5] and not x[6] and x[3] != b"str"]
+    elements = list(map(_FORMULA, cells))
+    if all(map(bytes.startswith, elements, itertools.repeat(b"<f>"))):
+        bodies = [f[3:-4] for f in elements]  # every one a plain <f>…</f> (openpyxl's): no head to look at
     else:
-        heads = [f[: f.find(b">") + 1] for _, _, _, f in cells]
+        heads = [f[: f.find(b">") + 1] for f in elements]
         if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
             raise NeedsOpenpyxl("shared formula without a cached value")
-        bodies = [f[len(h): -4] for (_, _, _, f), h in zip(cells, heads)]  # (_CELL: the element ends with </f>)
+        bodies = [f[len(h): -4] for f, h in zip(elements, heads)]  # (_CELL: the element ends with </f>)
     escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
     texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
-    sids = {s: int(s) if s else 0 for s in {s for _, _, s, _ in cells}}  # (int() of bytes, a call per cell: slow)
-    return [Formula(text, r.decode(), c.decode(), sids[s]) for (c, r, s, _), text in zip(cells, texts)]
+    sids = {s: int(s) if s else 0 for s in set(map(_STYLE, cells))}  # (int() of bytes, a call per cell: slow)
+    return list(map(Formula, texts, map(bytes.decode, map(_ROW, cells)), map(bytes.decode, map(_COL, cells)),
+                    map(sids.__getitem__, map(_STYLE, cells))))
 
 
 def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str],
