@@ -162,14 +162,14 @@ def _pending(found: list) -> list[Pending]:
 
 def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str],
              styles: Styles, epoch, sv: int, nv: int) -> list:
-    """SheetCells of the matched cells, a kind at a time; every cell is a tuple (column, row, style, …) as the
-    pattern matched it, its text at index ``sv`` in ``strs`` (the shared-string index), at ``nv`` in ``nums`` (the
-    number; formatted style by style through ``numfmt.format_all``), and in ``rest``
-    (the other types: ``_CELL``'s tuples, type at 3) at 5 or, an inline string's, at 6. Why: one Python loop
-    body per cell was ~2 µs (0.2 s for a 12k-row bill); comprehensions and C-level ``map`` over a kind, the
-    tuples as matched (no tuple rebuilt per cell), take a fraction. The list is thus in that order, not the
-    sheet's (nothing reads cells in order). ``ids``: style index by its attribute's bytes (a KeyError for one
-    missing, as for a row missing from ``rowmap``)."""
+    """SheetCells of the matched cells, a kind at a time. Every cell is a tuple (column, row, style, …) as the
+    pattern matched it; its text is at index ``sv`` in ``strs`` (the shared-string index), at ``nv`` in ``nums``
+    (the number, formatted style by style through ``numfmt.format_all``), and in ``rest`` (the other types:
+    ``_CELL``'s tuples, type at 3) at 5 or, an inline string's, at 6. Why: one Python loop body per cell was
+    ~2 µs (0.2 s for a 12k-row bill); comprehensions and C-level ``map`` over a kind, the tuples as matched (no
+    tuple rebuilt per cell), take a fraction. The list is thus in that order, not the sheet's (nothing reads
+    cells in order). ``ids``: style index by its attribute's bytes (a KeyError for one missing, as for a row
+    missing from ``rowmap``)."""
     from openpyxl.utils.datetime import from_excel, from_ISO8601
 
     codes, dates, durations, wrap = styles.codes, styles.dates, styles.durations, styles.wrap
