@@ -44,7 +44,8 @@ def test_long_number_texts_read_as_both_paths_and_openpyxl_read_them(tmp_path, m
     path = tmp_path / "long.xlsx"
     _write(path, [[1.5, 2.25, "a"], [3, 4, "b"], [5, 6, None]])
     _sheet_xml(path, lambda d: d.replace(b"<v>1.5</v>", b"<v>0.10000000000000001</v>")
-               .replace(b"<v>2.25</v>", b"<v>2.2500000000000001</v>").replace(b"<v>5</v>", b"<v>1234567890123456789</v>"))
+               .replace(b"<v>2.25</v>", b"<v>2.2500000000000001</v>")
+               .replace(b"<v>5</v>", b"<v>1234567890123456789</v>"))
     fast = read_stream(str(path))
     assert _cells(fast) == _cells(read_xlsx_openpyxl(str(path)))
     monkeypatch.setattr(xlsx_stream, "_fast_cells", lambda *a, **k: None)
