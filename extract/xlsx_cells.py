@@ -36,10 +36,12 @@ _CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA
                    rb'(?:/>|>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?'
                    rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
 # the commonest shapes in one pattern (see cells_of): a shared string (group 4), an empty cell (no value; its
-# column still counts for the sheet's width), a number (group 5; cached values of formulas too)
-_OTHER_TYPE = re.compile(rb' t="(?!s"|n")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
+# column still counts for the sheet's width), a number (group 5; cached values of formulas too), a formula's
+# cached text result as LibreOffice writes every one (group 6 its type, 7 its formula, 8 its text, maybe empty)
+_OTHER_TYPE = re.compile(rb' t="(?!s"|n"|str")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
 _SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
-                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]+)</v></c>)')
+                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]+)</v></c>'
+                      rb'|( t="str")>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]*)</v></c>)')
 
 
 def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles, epoch):
@@ -91,19 +93,22 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         view.row_dimensions.update({int(r): dims[a] for r, a in rows if a in dims})
     total = body.count(b"<c")  # every cell (sheetData holds no other element starting so; <c> was refused)
     # inline strings (openpyxl writes every string so) never match the common shapes: straight to the general one
-    # nor does a cell of another type with content (LibreOffice's t="str" formula results): one search saves
-    # a whole findall that would fall short
+    # nor does a cell of another type with content (but t="str"): one search saves a whole findall that would
+    # fall short
     common = _SN_CELL.findall(body) if b"<is>" not in body and _OTHER_TYPE.search(body) is None else []
     pending: list = []
     if len(common) == total:  # the commonest shapes are all there is
-        rest: list = []
         sst = common
         strs = [x for x in common if x[3]]
         nums = [x for x in common if x[4]]
+        # text results as the general shape's tuples (type at 3, text at 5) for cells_of's other types
+        rest = [(c, r, s, b"str", f, v, b"") for c, r, s, _, _, _, f, v in common if v] if b' t="str"' in body else []
         sv, nv = 3, 4
-        values = SheetValues(lambda: {c + r: (b"s" if si else b"n", si or num or None, None)
-                                      for c, r, _, si, num in sst if si or num}, strings, True, (), unescape,
-                             lambda: {(c + r).decode(): float(num) for c, r, _, _, num in nums})
+        values = SheetValues(lambda: {c + r: (b"s", si, None) if si else (b"n", num, None) if num else
+                                      (b"str", v or None, f or None)
+                                      for c, r, _, si, num, t, f, v in sst if si or num or t},
+                             strings, True, (), unescape,
+                             lambda: {(c + r).decode(): float(num) for c, r, _, _, num, _, _, _ in nums})
     else:  # other types, formulas, inline strings, values in other spellings: the general shape, same kinds
         found = _CELL.findall(body)
         if len(found) != total:

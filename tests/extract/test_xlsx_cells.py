@@ -63,3 +63,31 @@ def test_formulas_of_every_result_type_and_attributed_formula_elements(tmp_path,
     got = {(c.r, c.c): c.v for b in fast if isinstance(b, Sheet) for c in b.cells}
     assert (got[(0, 2)], got[(0, 3)], got[(0, 4)], got[(0, 5)], got[(1, 2)], got[(1, 3)]) == (
         "6", "FALSE", "#DIV/0!", "x2", "14", "20")
+
+
+def test_cached_text_results_read_by_a_formula_without_value_on_another_sheet(tmp_path, monkeypatch):
+    """A sheet of LibreOffice's shapes (t="str" text results, one of them empty) read through the evaluator by a
+    formula of another sheet stored without its value: the common-shape path gives what the general one gives."""
+    path = tmp_path / "str.xlsx"
+    wb = openpyxl.Workbook()
+    first = wb.active
+    first.title = "A"
+    first.append(["=B!A1&\"y\"", "=B!B1+1", "=B!C1*2"])
+    second = wb.create_sheet("B")
+    second.append(["x", "z", 3])
+    wb.save(path)
+    tmp = path.with_suffix(".tmp")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename == "xl/worksheets/sheet2.xml":
+                start, end = data.index(b"<sheetData>"), data.index(b"</sheetData>")
+                data = (data[:start] + b'<sheetData><row r="1"><c r="A1" t="str"><f>"ab"</f><v>ab</v></c>'
+                        b'<c r="B1" t="str"><f>""</f><v></v></c><c r="C1" t="n"><v>3</v></c></row>' + data[end:])
+            dst.writestr(info, data)
+    tmp.replace(path)
+    fast = read_stream(str(tmp_path / "str.xlsx"))
+    got = {(c.r, c.c): c.v for b in fast if isinstance(b, Sheet) and b.name == "A" for c in b.cells}
+    assert got == {(0, 0): "aby", (0, 1): "#VALUE!", (0, 2): "6"}
+    monkeypatch.setattr(xlsx_stream, "_fast_cells", lambda *a, **k: None)
+    assert _cells(fast) == _cells(read_stream(str(path)))
