@@ -60,6 +60,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from tender_pool.store.context import Final, JobContext
 from tender_pool.store.types import ErrorKind, JobError, JobRecord
 
 from tender_pool.slots.function_import import ImportProblem, prepend_path, resolve
@@ -73,6 +74,11 @@ PROGRESS_PIPE_SIZE = 1 << 20  # as runner's: a burst of progress lines never blo
 _HEAD = struct.Struct(">I")
 _PR_SET_PDEATHSIG = 1
 _prctl: Any = None  # libc's prctl, in the server (serve)
+# Blocked in the server (the slot decides; the server dies with it), unblocked in each child: one
+# sigprocmask there instead of a signal() per signal. Their dispositions stay the default.
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_mask: Any = ()  # the mask the server started with: each child's
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})  # values that are never awaitable
 
 _enc = msgspec.json.Encoder()
 
@@ -196,10 +202,10 @@ class ForkServer:
 
     def _start(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), SERVER_FD),
-                   (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
-        if self.log_fd >= 0:
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+        if self.log_fd >= 0:  # before the socket: a log fd numbered 3 is overwritten by it
             actions += [(os.POSIX_SPAWN_DUP2, self.log_fd, 1), (os.POSIX_SPAWN_DUP2, self.log_fd, 2)]
+        actions.append((os.POSIX_SPAWN_DUP2, theirs.fileno(), SERVER_FD))
         argv = [sys.executable, "-c", "import sys; from tender_pool.slots.forkserver import serve; "
                 "serve(int(sys.argv[1]))", str(os.getpid())]
         try:
@@ -309,32 +315,41 @@ class ForkServer:
         return problem
 
     def launch(self, name: str, job: JobRecord, env: dict[str, str]) -> "ServedChild":
-        """Start an attempt: the server forks; the pipes are the slot's, as ``runner.fork_call``'s."""
+        """Start an attempt: the server forks. Two pipes go with it (SCM_RIGHTS), the result's and
+        the progress pipe's write ends; the child's stdin is the server's /dev/null and its stdout
+        and stderr are already the slot's log stream (the server's own 1 and 2), so a function has
+        no stdin or stderr pipe to make, send, dup and close (``ServedChild`` says what the runner
+        gets in their place)."""
         self._ensure()
-        (ir, iw), (or_, ow), (er, ew) = os.pipe(), os.pipe(), os.pipe()
-        pr, pw = _progress_pipe()
+        or_, ow = os.pipe()
+        pr, pw = os.pipe()
+        try:
+            fcntl.fcntl(pw, fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)  # a burst of progress never blocks
+        except OSError:  # above /proc/sys/fs/pipe-max-size for an unprivileged user: the default
+            pass
+        body = _enc.encode(Start(name, job, env))
         try:
             try:
                 assert self.sock is not None
-                _send(self.sock, _enc.encode(Start(name, job, env)), [ir, ow, ew, pw])
+                _send(self.sock, body, [ow, pw])
             except OSError:  # died since _ensure: once more, on a new one
                 self._forget()
                 self._ensure()
                 assert self.sock is not None
-                _send(self.sock, _enc.encode(Start(name, job, env)), [ir, ow, ew, pw])
+                _send(self.sock, body, [ow, pw])
             started = self._await(Started)
         except BaseException:
-            for fd in (iw, or_, er, pr):
+            for fd in (or_, pr):
                 os.close(fd)
             raise
         finally:
-            for fd in (ir, ow, ew, pw):
-                os.close(fd)
+            os.close(ow)
+            os.close(pw)
         if not started.pid:
-            for fd in (iw, or_, er, pr):
+            for fd in (or_, pr):
                 os.close(fd)
             raise OSError(f"the fork server could not fork: {started.error}")
-        return ServedChild(started.pid, iw, or_, er, pr, server=self)
+        return ServedChild(started.pid, or_, pr, server=self)
 
     def exit_of(self, pid: int, timeout: float | None) -> int | None:
         """``pid``'s exit status once the server reported it (waiting at most ``timeout``); a
@@ -348,30 +363,21 @@ class ForkServer:
         return self.exits.pop(pid)
 
 
-def _progress_pipe() -> tuple[int, int]:
-    """As ``runner``'s: the ends above fd 9, enlarged."""
-    r, w = os.pipe()
-    out = []
-    for fd in (r, w):
-        out.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
-        os.close(fd)
-    try:
-        fcntl.fcntl(out[1], fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)
-    except OSError:
-        pass
-    return out[0], out[1]
-
-
 class ServedChild:
     """An attempt the fork server forked: what ``runner.run`` needs of a ``runner.Child`` (pid,
     raw pipe fds, ``poll``, ``wait``, ``close_pipes``), its exit status reported by the server,
     since the slot is not its parent. ``runner`` (psutil, structlog) is never imported here: the
-    server imports this module."""
+    server imports this module.
 
-    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, progress_fd: int, *,
-                 server: ForkServer):
+    A function has no stdin and no stderr pipe (``ForkServer.launch``), but the runner writes the
+    attempt's stdin (empty for a function) to an fd it then closes, and reads a stderr: ``stdin``
+    is a copy of the result pipe's read end, only ever closed (the slot alone holds that pipe end,
+    so the runner's O_NONBLOCK on it reaches no one else), and ``stderr`` is ``stdout`` itself (one
+    fd, read once as the result: the runner keeps its streams in a set)."""
+
+    def __init__(self, pid: int, stdout_fd: int, progress_fd: int, *, server: ForkServer):
         self.pid = pid
-        self.stdin, self.stdout, self.stderr, self.progress = stdin_fd, stdout_fd, stderr_fd, progress_fd
+        self.stdin, self.stdout, self.stderr, self.progress = os.dup(stdout_fd), stdout_fd, stdout_fd, progress_fd
         self.returncode: int | None = None
         self.server = server
         try:
@@ -412,6 +418,8 @@ class ServedChild:
             self.pidfd = -1
 
     def close_pipes(self) -> None:
+        if self.stderr == self.stdout:
+            self.stderr = -1  # the same fd: closed once, as stdout
         for name in ("stdin", "stdout", "stderr", "progress"):
             fd = getattr(self, name)
             if fd >= 0:
@@ -430,15 +438,15 @@ def serve(slot_pid: int) -> None:
     """The fork server's main loop (``python -c … serve(slot_pid)``), its socket on fd 3."""
     import ctypes
 
-    global _prctl
+    global _prctl, _mask
     _prctl = ctypes.CDLL(None).prctl  # looked up once: a CDLL made in each child cost it ~0.5 ms
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != slot_pid:  # the slot died before the prctl
         os._exit(0)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_IGN)  # the slot decides; the server dies with it
-    _preimport_context()
-    import inspect  # noqa: F401 - every attempt asks whether the value is awaitable
+    _mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # the slot decides; the server dies with it
+    for sig in (*_HELD, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)  # what a child has once it unblocks them
+    import inspect  # noqa: F401 - an attempt whose value is not plain asks whether it is awaitable
 
     sock = socket.socket(fileno=SERVER_FD)
     os.set_inheritable(SERVER_FD, False)
@@ -446,6 +454,7 @@ def serve(slot_pid: int) -> None:
     dec = msgspec.json.Decoder(ToServer)
     loaded: dict[str, Loaded] = {}
     config = b""
+    env = _Env()
     children: dict[int, int] = {}  # pidfd → pid
     poller = select.poll()
     poller.register(sock, select.POLLIN)
@@ -473,8 +482,9 @@ def serve(slot_pid: int) -> None:
                     _send(sock, _enc.encode(LoadReply(problem)))
                     gc.freeze()  # what the import made is never garbage to a child: its GCs skip it
                 elif isinstance(msg, Start):
-                    fds, reader.fds = reader.fds[:4], reader.fds[4:]
-                    pid = _fork(loaded[msg.name], config, msg, fds, sock) if msg.name in loaded else 0
+                    fds, reader.fds = reader.fds[:2], reader.fds[2:]
+                    fn = loaded.get(msg.name)
+                    pid = _fork(fn, config, msg, fds, env) if fn is not None and len(fds) == 2 else 0
                     for f in fds:
                         os.close(f)
                     if pid:
@@ -484,26 +494,27 @@ def serve(slot_pid: int) -> None:
                     _send(sock, _enc.encode(Started(pid) if pid else Started(error="fork failed, or not loaded")))
 
 
-def _preimport_context() -> None:
-    """``tender_pool.store.context`` without the client package's ``__init__`` (redis-py and the
-    rest: ~20 MB, ~20 ms). A module that imports ``tender_pool.client`` later gets the package in
-    full, this very module included (``sys.modules``), so ``Final`` is one class either way."""
-    import importlib.util
+class _Env:
+    """The attempt's environment, set in the server's own ``os.environ`` before the fork, so the
+    child inherits it instead of writing it (every page a child writes is a copy-on-write fault,
+    its largest cost). The keys a Start no longer names get their value from before back."""
 
-    name = "tender_pool.store.context"
-    client = importlib.util.find_spec("tender_pool.client")  # found, not executed
-    spec = None
-    for where in (client.submodule_search_locations or []) if client is not None else []:
-        path = os.path.join(where, "context.py")
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location(name, path)
-            break
-    if spec is None or spec.loader is None:  # pragma: no cover - an unusual install: import it whole
-        importlib.import_module(name)
-        return
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    def __init__(self) -> None:
+        self.before: dict[str, str | None] = {}
+
+    def set(self, env: dict[str, str]) -> None:
+        environ = os.environ
+        for key in self.before.keys() - env.keys():
+            old = self.before.pop(key)
+            if old is None:
+                environ.pop(key, None)
+            else:
+                environ[key] = old
+        for key, value in env.items():
+            if key not in self.before:
+                self.before[key] = environ.get(key)
+            if environ.get(key) != value:
+                environ[key] = value
 
 
 def _load(msg: Load, loaded: dict[str, Loaded]) -> str | None:
@@ -515,7 +526,19 @@ def _load(msg: Load, loaded: dict[str, Loaded]) -> str | None:
     return None
 
 
-def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], sock: socket.socket) -> int:
+def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], env: _Env) -> int:
+    """Fork the attempt's child. What can be done before the fork is, here in the server: the
+    environment, the result pipe made close-on-exec, the ``JobContext`` built, the young objects
+    frozen (a child's collections skip them, and it writes no GC header to freeze them). The child
+    then only becomes a session leader, sets PDEATHSIG, closes the server's socket, unblocks the
+    signals and calls the function: each page it writes is a copy."""
+    result_fd, progress_fd = fds
+    os.set_inheritable(result_fd, False)  # the function's subprocesses never hold the result pipe
+    env.set(dict(msg.env, TENDER_POOL_PROGRESS_FD=str(progress_fd)))
+    job = msg.job
+    ctx = JobContext(job.id, job.kind, job.user, job.payload, msg.env.get("TENDER_POOL_ATTEMPT", ""),
+                     job.run, job.key, progress_fd=progress_fd, client=lambda: _OwnerCheck(config))
+    gc.freeze()
     try:
         pid = os.fork()
     except OSError:
@@ -524,22 +547,11 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], sock: socke
         return pid
     code = 1
     try:  # --- the attempt's child: never returns ---
-        gc.freeze()
         os.setsid()
         _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        sock.close()
-        log_fd = os.dup(2)  # the slot's log stream
-        ir, ow, ew, pw = fds
-        os.dup2(ir, 0)
-        os.dup2(ow, 1)
-        os.dup2(ew, 2)
-        for fd in (ir, ow, ew):
-            os.close(fd)
-        os.set_inheritable(pw, True)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        os.environ.update(msg.env, TENDER_POOL_PROGRESS_FD=str(pw))
-        code = function_child(loaded, config, msg.job, log_fd)
+        os.close(SERVER_FD)
+        signal.pthread_sigmask(signal.SIG_SETMASK, _mask)
+        code = function_child(loaded, ctx, result_fd)
     except BaseException:  # noqa: BLE001 - report and exit, never return into the server's loop
         traceback.print_exc()
     finally:
@@ -553,31 +565,23 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], sock: socke
 # --- the attempt, in the child ------------------------------------------------------------------
 
 
-def function_child(loaded: Loaded, config: bytes, job: JobRecord, log_fd: int) -> int:
+def function_child(loaded: Loaded, ctx: JobContext, result_fd: int) -> int:
     """The attempt, in the forked child (a session leader with the default signal dispositions
-    and the job's environment). Returns the exit status."""
-    result_fd = os.dup(1)  # close-on-exec: the function's subprocesses never hold the result pipe
-    if log_fd >= 0:
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.close(log_fd)
-    code, body = _call(loaded, config, job)
+    and the job's environment; its stdin /dev/null, its stdout and stderr the slot's log stream):
+    call the function, write what came of it on the result pipe. Returns the exit status."""
+    code, body = _call(loaded, ctx)
     data = memoryview(body)
     while data:
         data = data[os.write(result_fd, data):]
     return code
 
 
-def _call(loaded: Loaded, config: bytes, job: JobRecord) -> tuple[int, bytes]:
-    from tender_pool.store.context import Final, JobContext
-
-    ctx = JobContext(job.id, job.kind, job.user, job.payload, os.environ.get("TENDER_POOL_ATTEMPT", ""),
-                     job.run, job.key, client=lambda: _OwnerCheck(config))
+def _call(loaded: Loaded, ctx: JobContext) -> tuple[int, bytes]:
     try:
         if loaded.after is not None:
             loaded.after()
         value = loaded.fn(ctx)
-        if _awaitable(value):
+        if type(value) not in _PLAIN and _awaitable(value):
             import asyncio
 
             value = asyncio.run(_wait(value))  # a new event loop, this child's own
