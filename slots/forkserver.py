@@ -13,23 +13,26 @@ The protocol, on a stream socketpair (the server's end is its fd 3), each messag
 big-endian length and a msgspec JSON body (tagged Structs below):
 - slot → server: ``Init`` (once: the slot's ``sys.path`` and config), ``Load`` (a handler: its
   import, answered by ``LoadReply`` — ``problem`` is the preload error), ``Start`` (an attempt: the
-  job and the environment it adds; the child's stdin, stdout, stderr and progress pipe ends travel
-  with it as SCM_RIGHTS), answered by ``Started`` (the child's pid);
-- server → slot, whenever a child exits: ``Exited`` (pid, exit status as ``Popen.returncode``).
+  job and the environment it adds; the write ends of the child's result and progress pipes travel
+  with it as SCM_RIGHTS), answered by ``Started`` (the child's pid).
+
+No message says that a child exited: the slot watches it with a pidfd and reads its exit status
+from the zombie's ``/proc/<pid>/stat``; the server reaps it only at the next ``Start``
+(``ServedChild._status``, ``_reap``). That is one wake-up of the server per attempt, not two.
 
 The child is what ``runner.fork_call``'s child was: a session leader (its own process group),
 PDEATHSIG (the server's death; the server dies with the slot the same way, and on EOF), default
 signal dispositions, the job's environment, ``function_child``. The slot times, cancels, fences and
 sweeps it by pid and group exactly as before (``ServedChild`` is a ``runner.Child`` whose exit
-status comes from the server). The slot stays a child subreaper, and the server is not one, so an
+status is read from /proc). The slot stays a child subreaper, and the server is not one, so an
 attempt's orphans (a double fork) re-parent to the slot, which kills them after the attempt
 (``FunctionKind.keep`` names the server, the only child of the slot that is not leftover).
 
 In the child (fork safety, as gunicorn's ``post_fork`` and Celery's ``worker_process_init``):
 - ``JobContext`` makes its own Redis connection on ``owns()``; progress goes to the attempt's pipe;
-- file descriptors 1 and 2 are the slot's log stream (the server's own 1 and 2), so whatever the
-  function or its subprocesses print lands in the slot's log, never in the result; the result
-  travels on a private, close-on-exec copy of the stdout pipe;
+- file descriptors 1 and 2 are the slot's log stream (the server's own 1 and 2, as is its stdin,
+  /dev/null), so whatever the function or its subprocesses print lands in the slot's log, never in
+  the result; the result travels on its own pipe, close-on-exec;
 - ``after_fork`` runs first (dispose of an inherited database pool, reseed, reconnect);
 - module state is the server's as it was after the import: a copy per attempt, thrown away with it.
 
@@ -114,13 +117,8 @@ class Started(msgspec.Struct, tag=True):
     error: str = ""
 
 
-class Exited(msgspec.Struct, tag=True):
-    pid: int
-    code: int
-
-
 ToServer = Init | Load | Start
-ToSlot = LoadReply | Started | Exited
+ToSlot = LoadReply | Started
 
 
 class FunctionFailure(msgspec.Struct):
@@ -196,7 +194,6 @@ class ForkServer:
         self.sock: socket.socket | None = None
         self.reader: _Reader | None = None
         self.loads: dict[str, Load] = {}
-        self.exits: dict[int, int] = {}
 
     # lifecycle
 
@@ -272,18 +269,10 @@ class ForkServer:
             raise ServerGone(str(e)) from e
         return self._await(reply)
 
-    def _await(self, reply: type, timeout: float | None = None) -> Any:
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            got = self._next(None if end is None else end - time.monotonic())
-            if got is None:
-                return None
-            if isinstance(got, Exited):
-                self.exits[got.pid] = got.code
-                if reply is Exited:
-                    return got
-            elif isinstance(got, reply):
-                return got
+    def _await(self, reply: type) -> Any:
+        while not isinstance(got := self._next(None), reply):
+            pass
+        return got
 
     def _next(self, timeout: float | None) -> Any:
         """The next message from the server, or None once ``timeout`` passed."""
@@ -351,22 +340,10 @@ class ForkServer:
             raise OSError(f"the fork server could not fork: {started.error}")
         return ServedChild(started.pid, or_, pr, server=self)
 
-    def exit_of(self, pid: int, timeout: float | None) -> int | None:
-        """``pid``'s exit status once the server reported it (waiting at most ``timeout``); a
-        server that is gone took its children with it (PDEATHSIG): -SIGKILL."""
-        while pid not in self.exits:
-            try:
-                if self.reader is None or self._await(Exited, timeout) is None:
-                    return None
-            except ServerGone:
-                return -signal.SIGKILL
-        return self.exits.pop(pid)
-
-
 class ServedChild:
     """An attempt the fork server forked: what ``runner.run`` needs of a ``runner.Child`` (pid,
-    raw pipe fds, ``poll``, ``wait``, ``close_pipes``), its exit status reported by the server,
-    since the slot is not its parent. ``runner`` (psutil, structlog) is never imported here: the
+    raw pipe fds, ``poll``, ``wait``, ``close_pipes``), its exit status read from /proc, since
+    the slot is not its parent. ``runner`` (psutil, structlog) is never imported here: the
     server imports this module.
 
     A function has no stdin and no stderr pipe (``ForkServer.launch``), but the runner writes the
@@ -389,16 +366,31 @@ class ServedChild:
         return self.pidfd < 0 or bool(select.select([self.pidfd], [], [], 0)[0])
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            code = self.server.exit_of(self.pid, 0)
-            if code is None and self._exited():  # gone: the server's report is on its way
-                code = self.server.exit_of(self.pid, 5.0)
-                if code is None:  # pragma: no cover - a server that stopped answering
-                    code = -signal.SIGKILL
-            if code is not None:
-                self.returncode = code
-                self._close_pidfd()
+        if self.returncode is None and self._exited():
+            self.returncode = self._status()
+            self._close_pidfd()
         return self.returncode
+
+    def _status(self) -> int:
+        """The exit status of the exited child, as ``Popen.returncode``: the kernel keeps it in
+        the zombie's ``/proc/<pid>/stat`` (field 52, a wait status), and the zombie stays until
+        the server reaps it at the next ``Start``, which this slot sends only after this attempt
+        is over; so the pid cannot have been reused. A server that died first took the child with
+        it (PDEATHSIG): the zombie is then this slot's (the subreaper's), its status there all the
+        same, or already reaped by the slot: -SIGKILL."""
+        try:
+            fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY)
+        except OSError:
+            return -signal.SIGKILL
+        try:
+            fields = os.read(fd, 4096).rpartition(b")")[2].split()
+        except OSError:
+            fields = []
+        finally:
+            os.close(fd)
+        if len(fields) > 49 and fields[0] == b"Z":
+            return os.waitstatus_to_exitcode(int(fields[49]))
+        return -signal.SIGKILL  # pragma: no cover - exited (the pidfd says so) but not a zombie: reaped
 
     def wait(self, timeout: float | None = None) -> int:
         import subprocess
@@ -455,43 +447,41 @@ def serve(slot_pid: int) -> None:
     loaded: dict[str, Loaded] = {}
     config = b""
     env = _Env()
-    children: dict[int, int] = {}  # pidfd → pid
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
     while True:
-        for fd, _ in poller.poll():
-            if fd in children:
-                pid = children.pop(fd)
-                poller.unregister(fd)
-                os.close(fd)
-                _, status = os.waitpid(pid, 0)
-                _send(sock, _enc.encode(Exited(pid, os.waitstatus_to_exitcode(status))))
-                continue
-            try:
-                reader.fill(None)
-            except (ServerGone, OSError):
-                os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
-            while (body := reader.frame()) is not None:
-                msg = dec.decode(body)
-                if isinstance(msg, Init):
-                    sys.path[:] = msg.sys_path
-                    sys.argv[:] = msg.argv
-                    config = bytes(msg.config)
-                elif isinstance(msg, Load):
-                    problem = _load(msg, loaded)
-                    _send(sock, _enc.encode(LoadReply(problem)))
-                    gc.freeze()  # what the import made is never garbage to a child: its GCs skip it
-                elif isinstance(msg, Start):
-                    fds, reader.fds = reader.fds[:2], reader.fds[2:]
-                    fn = loaded.get(msg.name)
-                    pid = _fork(fn, config, msg, fds, env) if fn is not None and len(fds) == 2 else 0
-                    for f in fds:
-                        os.close(f)
-                    if pid:
-                        pidfd = os.pidfd_open(pid)
-                        children[pidfd] = pid
-                        poller.register(pidfd, select.POLLIN)
-                    _send(sock, _enc.encode(Started(pid) if pid else Started(error="fork failed, or not loaded")))
+        try:
+            reader.fill(None)
+        except (ServerGone, OSError):
+            os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
+        while (body := reader.frame()) is not None:
+            msg = dec.decode(body)
+            if isinstance(msg, Start):
+                _reap()  # the last attempt's zombie: the slot has read its status (ServedChild)
+                fds, reader.fds = reader.fds[:2], reader.fds[2:]
+                fn = loaded.get(msg.name)
+                pid = _fork(fn, config, msg, fds, env) if fn is not None and len(fds) == 2 else 0
+                for f in fds:
+                    os.close(f)
+                _send(sock, _enc.encode(Started(pid) if pid else Started(error="fork failed, or not loaded")))
+            elif isinstance(msg, Load):
+                problem = _load(msg, loaded)
+                _send(sock, _enc.encode(LoadReply(problem)))
+                gc.freeze()  # what the import made is never garbage to a child: its GCs skip it
+            elif isinstance(msg, Init):
+                sys.path[:] = msg.sys_path
+                sys.argv[:] = msg.argv
+                config = bytes(msg.config)
+
+
+def _reap() -> None:
+    """Reap every exited child. Not when it exits: its zombie holds its pid and its exit status
+    (``/proc/<pid>/stat``) for the slot, which reads it there (``ServedChild``) without waiting
+    for a message from us, and before the next ``Start`` from that slot."""
+    while True:
+        try:
+            if not os.waitpid(-1, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
 
 
 class _Env:
