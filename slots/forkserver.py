@@ -58,7 +58,8 @@ import struct
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+import types
+from collections.abc import Awaitable
 from typing import Any, Callable
 
 import msgspec
@@ -81,6 +82,7 @@ _prctl: Any = None  # libc's prctl, in the server (serve)
 # sigprocmask there instead of a signal() per signal. Their dispositions stay the default.
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _mask: Any = ()  # the mask the server started with: each child's
+_CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: @types.coroutine
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})  # values that are never awaitable
 
 _enc = msgspec.json.Encoder()
@@ -102,9 +104,21 @@ class Load(msgspec.Struct, tag=True):
     path: list[str] = []
 
 
+class Job(msgspec.Struct, array_like=True):
+    """What a child's ``JobContext`` is made of: the few fields of the ``JobRecord`` it shows (the
+    rest of the record is the slot's business, and would only be encoded, sent and decoded)."""
+
+    id: str
+    kind: str
+    user: str
+    payload: dict[str, Any]
+    run: str | None = None
+    key: str | None = None
+
+
 class Start(msgspec.Struct, tag=True):
     name: str
-    job: JobRecord
+    job: Job
     env: dict[str, str]
 
 
@@ -128,12 +142,15 @@ class FunctionFailure(msgspec.Struct):
     traceback: str = ""
 
 
-@dataclass
 class Loaded:
-    """A function handler's callables, imported in the server."""
+    """A function handler's callables, imported in the server. A plain class: ``dataclasses``
+    imports ``inspect`` and more, ~0.6 MB of the server's heap that every fork would copy the
+    page tables of."""
 
-    fn: Callable[..., Any]
-    after: Callable[[], Any] | None = None
+    __slots__ = ("fn", "after")
+
+    def __init__(self, fn: Callable[..., Any], after: Callable[[], Any] | None = None):
+        self.fn, self.after = fn, after
 
 
 class ServerGone(Exception):
@@ -228,6 +245,11 @@ class ForkServer:
         if self.sock is not None:
             self.sock.close()
         self.sock = self.reader = None
+        if self.pid:
+            try:  # reaped now if it is gone; if it is still exiting, reap_orphans finds it later
+                os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
         self.pid = 0
 
     def _ensure(self) -> None:
@@ -316,17 +338,22 @@ class ForkServer:
             fcntl.fcntl(pw, fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)  # a burst of progress never blocks
         except OSError:  # above /proc/sys/fs/pipe-max-size for an unprivileged user: the default
             pass
-        body = _enc.encode(Start(name, job, env))
+        body = _enc.encode(Start(name, Job(job.id, job.kind, job.user, job.payload, job.run, job.key), env))
         try:
             try:
                 assert self.sock is not None
                 _send(self.sock, body, [ow, pw])
-            except OSError:  # died since _ensure: once more, on a new one
+                started = self._await(Started)
+            except (OSError, ServerGone):
+                # It died since the last attempt ended, and the slot has not read from it since:
+                # an attempt's end is seen on its pidfd, not on this socket. (Killed with its last
+                # child, it may still have been exiting when _ensure looked.) Once more, on a new
+                # one; anything the dead one forked died with it (PDEATHSIG).
                 self._forget()
                 self._ensure()
                 assert self.sock is not None
                 _send(self.sock, body, [ow, pw])
-            started = self._await(Started)
+                started = self._await(Started)
         except BaseException:
             for fd in (or_, pr):
                 os.close(fd)
@@ -438,8 +465,6 @@ def serve(slot_pid: int) -> None:
     _mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # the slot decides; the server dies with it
     for sig in (*_HELD, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)  # what a child has once it unblocks them
-    import inspect  # noqa: F401 - an attempt whose value is not plain asks whether it is awaitable
-
     sock = socket.socket(fileno=SERVER_FD)
     os.set_inheritable(SERVER_FD, False)
     reader = _Reader(sock)
@@ -451,6 +476,7 @@ def serve(slot_pid: int) -> None:
         try:
             reader.fill(None)
         except (ServerGone, OSError):
+            _reap()  # the last attempt's zombie: never left to the slot's leftover sweep
             os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
         while (body := reader.frame()) is not None:
             msg = dec.decode(body)
@@ -606,9 +632,10 @@ class _OwnerCheck:
 
 
 def _awaitable(value: Any) -> bool:
-    import inspect  # imported by the server (serve), as the child would on every attempt
-
-    return inspect.isawaitable(value)
+    """``inspect.isawaitable`` without importing ``inspect`` (in the server, for every fork, or in
+    the child, for every async attempt): a coroutine, a generator-based one, or any awaitable."""
+    return (isinstance(value, (types.CoroutineType, Awaitable))
+            or isinstance(value, types.GeneratorType) and bool(value.gi_code.co_flags & _CO_ITERABLE_COROUTINE))
 
 
 async def _wait(awaitable: Any) -> Any:

@@ -12,7 +12,7 @@ import time
 import msgspec
 import pytest
 
-from tender_pool.slots import runner
+from tender_pool.slots import forkserver, runner
 from tender_pool.slots.forkserver import ForkServer
 from tender_pool.store.config import Config
 from tender_pool.store.types import JobRecord
@@ -76,6 +76,27 @@ def test_a_server_that_died_is_started_again_with_its_handlers(server):
     assert attempt(s, "light").returncode == 0
     os.kill(first, signal.SIGKILL)
     time.sleep(0.2)  # a zombie now: the next launch reaps it (alive) and starts another
+    res = attempt(s, "light")
+    assert res.returncode == 0, res
+    assert s.pid != first and msgspec.json.decode(res.stdout)["value"]["ppid"] == s.pid
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_dies_once_the_start_is_sent_is_replaced_and_the_start_sent_again(server, monkeypatch):
+    # A server killed with its last child may still be exiting when the next launch checks it
+    # (the slot reads nothing from it during an attempt): the Start goes out, and the answer is EOF.
+    s, path = server
+    assert s.load("light", "fsmod:light", None, [path]) is None
+    first = s.pid
+    victims = [first]
+    send = forkserver._send
+
+    def send_then_die(sock, body, fds=None):
+        send(sock, body, fds)
+        if fds and victims:
+            os.kill(victims.pop(), signal.SIGKILL)
+
+    monkeypatch.setattr(forkserver, "_send", send_then_die)
     res = attempt(s, "light")
     assert res.returncode == 0, res
     assert s.pid != first and msgspec.json.decode(res.stdout)["value"]["ppid"] == s.pid
