@@ -27,6 +27,11 @@ def light(ctx):
 
 def exit7(ctx):
     os._exit(7)
+
+def env(ctx):
+    import subprocess
+    sh = subprocess.run(["sh", "-c", "echo $TENDER_POOL_ATTEMPT $TENDER_POOL_PROGRESS_FD"], capture_output=True, text=True)
+    return {"py": os.environ.get("TENDER_POOL_ATTEMPT"), "sh": sh.stdout.split(), "fd": ctx._fd}
 '''
 
 
@@ -36,10 +41,10 @@ def job() -> JobRecord:
     return JobRecord(**req)
 
 
-def attempt(server: ForkServer, name: str) -> runner.RunResult:
-    proc = server.launch(name, job(), {"TENDER_POOL_ATTEMPT": "1.tok"})
+def attempt(server: ForkServer, name: str, token: str = "1.tok") -> runner.RunResult:
+    proc = server.launch(name, job(), {"TENDER_POOL_ATTEMPT": token})
     return runner.run(proc, b"", deadline=time.monotonic() + 20, kill_grace=1.0,
-                      marker=("TENDER_POOL_ATTEMPT", "1.tok"), tick=lambda: None)
+                      marker=("TENDER_POOL_ATTEMPT", token), tick=lambda: None)
 
 
 @pytest.fixture
@@ -100,3 +105,14 @@ def test_a_server_that_dies_once_the_start_is_sent_is_replaced_and_the_start_sen
     res = attempt(s, "light")
     assert res.returncode == 0, res
     assert s.pid != first and msgspec.json.decode(res.stdout)["value"]["ppid"] == s.pid
+
+
+@pytest.mark.timeout(60)
+def test_each_attempt_sees_its_own_environment_in_python_and_in_its_subprocesses(server):
+    # The server writes it before the fork, in place (forkserver._Env): the next attempt's token,
+    # a longer one (a new buffer), then the first again, each seen by os.environ and by a shell
+    s, path = server
+    assert s.load("env", "fsmod:env", None, [path]) is None
+    for token in ("1.aaaa", "2." + "b" * 300, "3.cc"):
+        v = msgspec.json.decode(attempt(s, "env", token).stdout)["value"]
+        assert v["py"] == token and v["sh"] == [token, str(v["fd"])], v
