@@ -53,6 +53,7 @@ import importlib
 import os
 import select
 import signal
+import _signal
 import socket
 import struct
 import sys
@@ -81,7 +82,8 @@ _prctl: Any = None  # libc's prctl, in the server (serve)
 # Blocked in the server (the slot decides; the server dies with it), unblocked in each child: one
 # sigprocmask there instead of a signal() per signal. Their dispositions stay the default.
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-_mask: Any = ()  # the mask the server started with: each child's
+_mask: tuple[int, ...] = ()  # the mask the server started with, plain ints: each child's
+_SIGKILL = int(signal.SIGKILL)
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: @types.coroutine
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})  # values that are never awaitable
 
@@ -462,7 +464,7 @@ def serve(slot_pid: int) -> None:
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != slot_pid:  # the slot died before the prctl
         os._exit(0)
-    _mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # the slot decides; the server dies with it
+    _mask = tuple(map(int, signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)))  # the slot decides; the server dies with it
     for sig in (*_HELD, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)  # what a child has once it unblocks them
     sock = socket.socket(fileno=SERVER_FD)
@@ -585,9 +587,11 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], env: "_Env"
     code = 1
     try:  # --- the attempt's child: never returns ---
         os.setsid()
-        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        _prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
         os.close(SERVER_FD)
-        signal.pthread_sigmask(signal.SIG_SETMASK, _mask)
+        # the C function, not signal's wrapper: that one turns the old mask into Signals members,
+        # Python code in the enum machinery that cost ~45 page copies here
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, _mask)
         code = function_child(loaded, ctx, result_fd)
     except BaseException:  # noqa: BLE001 - report and exit, never return into the server's loop
         traceback.print_exc()

@@ -22,8 +22,10 @@ import os, sys
 
 def light(ctx):
     heavy = ("redis", "psutil", "structlog", "tender_pool.client.client", "tender_pool.slots.runner")
+    status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
     return {"loaded": [m for m in heavy if m in sys.modules], "pid": os.getpid(), "ppid": os.getppid(),
-            "sid": os.getsid(0), "id": ctx.id, "attempt": ctx.attempt}
+            "sid": os.getsid(0), "id": ctx.id, "attempt": ctx.attempt,
+            "blocked": status["SigBlk"], "ignored": status["SigIgn"]}
 
 def exit7(ctx):
     os._exit(7)
@@ -69,6 +71,12 @@ def test_a_small_server_whose_children_report_back(server):
     assert v["loaded"] == []
     # the child: forked by the server, a session leader, given the job and the attempt's token
     assert v["ppid"] == s.pid and v["sid"] == v["pid"] and (v["id"], v["attempt"]) == ("j1", "1.tok")
+    # the signals the server blocks are unblocked in the child, with their default dispositions:
+    # the child's mask and ignored set of the standard signals (1-31) are the slot's (this process's)
+    mine = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+    std = [(int(a, 16) & 0x7FFFFFFF, int(b, 16) & 0x7FFFFFFF) for a, b in ((v["blocked"], v["ignored"]),
+                                                                           (mine["SigBlk"], mine["SigIgn"]))]
+    assert std[0] == std[1], v
     # a plain exit's status comes back through the server
     assert attempt(s, "exit7").returncode == 7
 
