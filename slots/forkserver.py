@@ -388,7 +388,7 @@ class ServedChild:
         self.server = server
         try:
             self.pidfd = os.pidfd_open(pid)
-        except OSError:  # already gone (and reaped by the server): its status is on the way
+        except OSError:  # already reaped (its server died and the slot reaped it): _status says so
             self.pidfd = -1
 
     def _exited(self) -> bool:
