@@ -133,6 +133,7 @@ def main() -> None:
                     help="no heavy handlers: the fork servers import the no-op's module alone (bench/compare's case)")
     ap.add_argument("--log", help="write the daemon's log here (job_ran lines carry each attempt's seconds)")
     args = ap.parse_args()
+    load0 = os.getloadavg()  # the machine is shared: the figures mean little without it
     tmp = Path(tempfile.mkdtemp(prefix="tp-fnbench-"))
     rp, sock = start_redis(tmp)
     d = None
@@ -161,7 +162,8 @@ def main() -> None:
             d.wait(30)
         rp.terminate()
         rp.wait(10)
-    print(f"function vs command handlers, 4 slots, load {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
+    print(f"function vs command handlers, 4 slots, load average (1 min) {load0[0]:.1f} at the start, {load[0]:.1f} at "
+          f"the end ({load[1]:.1f} over 5 min) on {os.cpu_count()} cores")
     print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>7} {'CPU ms/job':>11} {'= slot':>7} {'+ srv':>6} {'+ job':>7}"
           f" {'+ sup':>6} {'Redis':>6}")
     for kind, rs in results.items():

@@ -6,8 +6,12 @@
  * `python model/record.py`). Each Lua script is ONE atomic block here, named `<script>.lua` in a
  * comment; every other step names the Python function it mirrors.
  *
- *   lib.lua          START_JOB, SETTLE_JOB, TAKE_JOB, CLAIM_ENTRY, PROMOTE_WAITER, RELEASE_LOCK,
- *                    ON_TERMINAL, SETSTATE (set_state)
+ *   lib/attempt.lua  START_JOB, SETTLE_JOB, TAKE_JOB, CLAIM_ENTRY, CLEAR_BUSY (the slot's hot path)
+ *   lib/lock.lua     PROMOTE_WAITER, RELEASE_LOCK
+ *   lib/terminal.lua ON_TERMINAL
+ *   lib/state.lua    SETSTATE (set_state)
+ *   lib/classes.lua  push_front, park_entry: the rdy, wt and dp counts (lists as multisets)
+ *   lib/base.lua     TERMINAL
  *   take.lua         TAKE: take_job with the entry a BLMOVE gave      (Slot, label take)
  *   settle_take.lua  SETTLE_TAKE: settle_job, then take_job            (Slot, label settle)
  *   settle.lua       SETTLE: settle_job                                (Slot, label settle, aborting)
@@ -15,7 +19,7 @@
  *                    start_job behind an LPOS check, see the note after PROMOTE_DUE
  *   enqueue.lua      ENQUEUE            (Producer)
  *   deadletter.lua   DEADLETTER         (Slot, label deadletter: take_job answered raw)
- *   requeue.lua      REQUEUE            (Slot.reconcile / NoLease, Supervisor death path, Reaper)
+ *   requeue.lua      REQUEUE            (Intake.reconcile / NoLease, Supervisor death path, Reaper)
  *   cancel.lua       CANCEL             (Canceller)
  *   stamp.lua        the claim stamp: ghost `rjs` (Reaper, deadline rule)
  *   unstick.lua      UNSTICK            (Reaper, lost-promotion sweep)
@@ -214,14 +218,14 @@ HIDDEN byte ci, x, u, rsv, nj, sk, adp, sres;
 bit  pdone;
 
 /* ------------------------------------------------------------------------------------------- */
-/* lib.lua                                                                                      */
+/* lib/*.lua                                                                                    */
 
 #define WAITLEN(u) ((USER(0) == (u) -> wt[0] : 0) + (USER(1) == (u) -> wt[1] : 0) + (USER(2) == (u) -> wt[2] : 0))
 
 /* the claim stamp (`started` <id>) of the judged entry changed: HSET by a start, HDEL by an unclaim */
 #define RESTAMP(e) if :: (e) == rj -> rjs = 1 :: else -> skip fi
 
-/* lib.lua promote_waiter: LPOP the head of wait:<user> (any waiter: the model keeps no order),
+/* lib/lock.lua promote_waiter: LPOP the head of wait:<user> (any waiter: the model keeps no order),
  * reserve the lock for it ('r:<id>') and push it to ready; with no waiter, DEL the lock. */
 inline PROMOTE_WAITER(u, head) {
   head = NOJ;
@@ -239,7 +243,7 @@ inline PROMOTE_WAITER(u, head) {
   fi
 }
 
-/* lib.lua release_lock (release_held, conc 'lock'): GETDEL, put back if not ours */
+/* lib/lock.lua release_lock (release_held, conc 'lock'): GETDEL, put back if not ours */
 inline RELEASE_LOCK(u, t, head) {
   if
   :: (t != 0 && lk[u] == t) -> PROMOTE_WAITER(u, head)
@@ -247,7 +251,7 @@ inline RELEASE_LOCK(u, t, head) {
   fi
 }
 
-/* lib.lua on_terminal: wake the dependents (deps:<id> → ready) */
+/* lib/terminal.lua on_terminal: wake the dependents (deps:<id> → ready) */
 inline ON_TERMINAL(e) {
   for (ci : 0 .. NJ - 1) {
     if
@@ -257,12 +261,12 @@ inline ON_TERMINAL(e) {
   }
 }
 
-/* lib.lua clear_busy: the slot's busy state names this job: DEL it */
+/* lib/attempt.lua clear_busy: the slot's busy state names this job: DEL it */
 inline CLEAR_BUSY(w, e) {
   if :: bj[w] == (e) + 1 -> bj[w] = 0; bt[w] = 0 :: else -> skip fi
 }
 
-/* lib.lua set_state (the state field; counts, fairness, runs and events are not modelled):
+/* lib/state.lua set_state (the state field; counts, fairness, runs and events are not modelled):
  * a terminal state is never left (one terminal state per job) */
 #define SETSTATE(e, st) assert(!TERMINAL(js[e])); js[e] = st; \
   if :: (st) != RUNNING -> jp[e] = 0 :: else -> skip fi
@@ -276,7 +280,7 @@ inline ENQUEUE(e) {
   fi
 }
 
-/* lib.lua start_job: own retry, stale copy, cancel, max waits, dependencies, the user's lock or
+/* lib/attempt.lua start_job: own retry, stale copy, cancel, max waits, dependencies, the user's lock or
  * park, token; the caller's atomic step. `adp`: the answer adopts an attempt an earlier call with
  * this suffix started */
 inline UNCLAIM(L, e) {
@@ -360,7 +364,7 @@ inline START_JOB(L, e, t, res) {
   rsv = 0; x = 0; u = 0
 }
 
-/* lib.lua claim_entry: LMOVE ready:hi, else ready:lo → our list (any queued entry: no order) */
+/* lib/attempt.lua claim_entry: LMOVE ready:hi, else ready:lo → our list (any queued entry: no order) */
 inline CLAIM_ENTRY(L, e) {
   if
   :: rdy[0] > 0 -> e = 0
@@ -371,7 +375,7 @@ inline CLAIM_ENTRY(L, e) {
   if :: e != NOJ -> rdy[e]--; PL(L, e)++ :: else -> skip fi
 }
 
-/* lib.lua take_job. g: the entry a BLMOVE gave (NOJ: claim here); rt: a retry after a lost reply
+/* lib/attempt.lua take_job. g: the entry a BLMOVE gave (NOJ: claim here); rt: a retry after a lost reply
  * (adopt the first entry our list holds other than sk, the job just settled); t: the suffix.
  * Answers res (R_EMPTY, R_NOLEASE, or start_job's) for job e. */
 inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
@@ -416,7 +420,7 @@ inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
   if :: tres == R_NONE -> START_JOB(tL, te, tt, tres) :: else -> skip fi
 }
 
-/* lib.lua settle_job: fenced by the token (then LREM proc 0 id: never leave a stale copy);
+/* lib/attempt.lua settle_job: fenced by the token (then LREM proc 0 id: never leave a stale copy);
  * release the lock (promote the head waiter); the verdict */
 inline SETTLE_JOB(L, e, t, v, res) {
   u = USER(e);
@@ -478,7 +482,8 @@ inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
 
 /* requeue.lua: re-check the owner is dead (check: l.15) and, for a deadline, that the claim stamp
  * is still the judged one (stp: l.16), the entry is still there; LREM it; running and owned
- * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry; a job with no
+ * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry, and a
+ * processing list of this queue, lib/keys.lua proc_parts: every jp of the model is; a job with no
  * `proc`, started before it existed: its `worker` is not the list's, slot OWNER(L), and that
  * worker's busy state names this job at its current attempt) → only this duplicate entry goes
  * ('gone': no HDEL started, job untouched); else HDEL started; running → release its lock, count
@@ -678,7 +683,7 @@ inline NEWTOK(t) {
   sj[s] = NOJ; stok[s] = 0; ntok[s] = 0; win[s] = 0; cov[s] = 0; fk[s] = 0; \
   e = NOJ; g = NOJ; v = 0; res = 0; rty = 0; tn = 0; rec = due; goto endloop
 
-/* Slot.taken: run it; NoLease: put the BLMOVE's entry back, claim nothing until renewed; a raw
+/* Intake.read: run it; NoLease: put the BLMOVE's entry back, claim nothing until renewed; a raw
  * entry: dead-letter it; else (parked, ended, stale, empty: report_not_run) the next claim */
 #define TAKEN \
   if \
@@ -704,7 +709,7 @@ boot:                                      /* forked with its list registered (r
 endloop:                                   /* Slot.step: reconcile, claim */
   if
   SLOT_CRASH
-  /* Slot.reconcile: our list must be empty between jobs; requeue.lua 'unclaim' each entry */
+  /* Intake.reconcile: our list must be empty between jobs; requeue.lua 'unclaim' each entry */
   :: atomic { rec && CALL_FAILS; rec = 0 }                      /* reconcile_failed: claim anyway */
   :: atomic { (rec && !hdead[s]) ->
        if
@@ -732,7 +737,7 @@ endloop:                                   /* Slot.step: reconcile, claim */
   fi;
   goto endloop;
 
-take:                                      /* Slot.take → Queue.take → take.lua (+ WAIT) */
+take:                                      /* Intake.take → Queue.take → take.lua (+ WAIT) */
   if
   SLOT_CRASH
   :: atomic { CALL_FAILS; due = 1; rty = 1;
@@ -759,14 +764,14 @@ unclaim:                                   /* NoLease with the BLMOVE's entry: r
   :: atomic { !hdead[s] -> REQUEUE(L, e, RS_UNCLAIM, 0, 0, res); NEXT }
   fi;
 
-deadletter:                                /* Slot.load: decode_submit refuses an id → deadletter.lua */
+deadletter:                                /* Intake.load: decode_submit refuses an id → deadletter.lua */
   if
   SLOT_CRASH
   :: atomic { CALL_FAILS; due = 1; NEXT }
   :: atomic { !hdead[s] -> DEADLETTER(L, e); NEXT }
   fi;
 
-launch:                                    /* Slot.run → Slot.execute → runner.spawn (no lease gate) */
+launch:                                    /* Slot.work → Attempt.run → runner.spawn (no lease gate) */
   if
   SLOT_CRASH
   :: atomic { !hdead[s] ->
@@ -775,13 +780,13 @@ launch:                                    /* Slot.run → Slot.execute → runn
        running[e]++; hrun[s] = 1; hj[s] = e }
   fi;
 
-handler:                                   /* runner.run until the handler ends; kinds.conclude; Slot.verdict */
+handler:                                   /* runner.run until the handler ends; kinds.conclude; Settle.verdict */
   if
   :: hdead[s] -> goto dead                 /* PDEATHSIG: the handler was killed with the host */
   :: atomic { (!hdead[s] && crashes < CRASHES) -> crashes++; goto dead }   /* handler orphaned */
   /* the fence stopped it (SIGUSR1: abort; the settle takes nothing) */
   :: atomic { !hdead[s] && fk[s] -> v = V_REQUEUE; win[s] = 0; cov[s] = 0; tn = 0 }
-  /* Slot._tick: our own poll sees the lease lapsing (PTTL < kill + poll): stopped, 'fenced' */
+  /* Attempt._tick: our own poll sees the lease lapsing (PTTL < kill + poll): stopped, 'fenced' */
   :: atomic { !hdead[s] && !fk[s] && lease[s] != FRESH ->
        v = V_REQUEUE; hrun[s] = 0; running[e]--; win[s] = 0; cov[s] = 0; tn = 1 }
   :: atomic { !hdead[s] && !fk[s] ->
@@ -795,7 +800,7 @@ handler:                                   /* runner.run until the handler ends;
        hrun[s] = 0; running[e]--; win[s] = 0; cov[s] = 0; tn = 1 }
   fi;
 
-settle:                                    /* Slot.settle: settle_take.lua (+ WAIT), settle.lua when aborting */
+settle:                                    /* Settle.settle: settle_take.lua (+ WAIT), settle.lua when aborting */
 #ifdef FAULT_RELEASE_BEFORE_RESULT
   /* seeded fault: the user's lock is freed by a call of its own before the result is written */
   if

@@ -22,6 +22,7 @@ import msgspec
 import redis
 
 from tender_pool.store.keys import Keys
+from tender_pool.store.outcomes import Stop
 from tender_pool.store.types import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
     BadInput,
     JobError,
@@ -33,6 +34,21 @@ from tender_pool.store.types import (  # noqa: F401  (decode_job, Undecodable: r
 )
 
 from tender_pool.store import scripts
+from tender_pool.store.script_args import (
+    DeadletterCall,
+    EnqueueCall,
+    ProgressCall,
+    PromoteDueCall,
+    RequeueCall,
+    RequeueManyCall,
+    SettleCall,
+    SettleTakeCall,
+    StampCall,
+    StartCall,
+    TakeCall,
+    UnstickCall,
+    settle_part,
+)
 from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
     BadRecord,
     Empty,
@@ -41,7 +57,7 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     NoLease,
     Parked,
     RawEntry,
-    Run,
+    Started,
     SettleAnswer,
     SettleReply,
     Stale,
@@ -94,7 +110,7 @@ class Queue:
         self.k = keys
         self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
-        # Script texts (each carries the lib.lua prelude, ~26 KB) are built and registered on first
+        # Script texts (each carries the lib parts it needs, up to ~38 KB) are built and registered on first
         # use: every slot and the supervisor make a Queue, and each uses only a few of them.
         self._texts = _LazyTexts()  # the slot's hot path, sent by the FastLane
         self._scripts = _LazyScripts(client)
@@ -108,17 +124,20 @@ class Queue:
 
     # --- raw producers' entries (a client's submit is ``Client.submit``) ---------------------------
 
+    def _enqueue_call(self, job_id: str, req: SubmitRequest, proc: str, raw: bytes | str) -> EnqueueCall:
+        k = self.k
+        return EnqueueCall(job=k.job(job_id), ready=k.ready(req.priority), ready_lo=k.ready_lo, proc=proc,
+                           state_block=k.state_keys(req.user), hi_keys=k.hi_keys(req.user), id=job_id,
+                           kind=req.kind, user=req.user, payload=_json.encode(req.payload), priority=req.priority,
+                           after=_json.encode(req.after), raw=raw)
+
     def adopt(self, proc: str, raw: bytes, req: SubmitRequest) -> str:
         """Turn a raw JSON entry a producer pushed onto ``ready`` into a job, at the front."""
         job_id = req.id or secrets.token_hex(8)
+        call = self._enqueue_call(job_id, req, proc, raw)
         wait_replicated(
             self.r, self.replicas, self.wait_ms,
-            lambda p: self._scripts["enqueue"](
-                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc,
-                      *self.k.state_keys(req.user), *self.k.hi_keys(req.user)],
-                args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), raw],
-                client=p,
-            ),
+            lambda p: self._scripts["enqueue"](keys=call.keys(), args=call.args(), client=p),
         )
         return job_id
 
@@ -127,27 +146,6 @@ class Queue:
         return decode_job(h) if h else None
 
     # --- the slot's path: claim → start → settle ---------------------------------------------------
-
-    def _attempt_keys(self, proc: str, job: JobRecord) -> list[str]:
-        """KEYS[1..19] shared by start.lua, settle.lua and requeue.lua (their headers name them)."""
-        return self._job_keys(proc, job.id, job.user, job.kind, job.run)
-
-    def _job_keys(self, proc: str, job_id: str, user: str, kind: str, run: str | None) -> list[str]:
-        k = self.k
-        return [
-            proc,
-            k.job(job_id),
-            k.started,
-            k.lock(user),
-            k.wait(user),
-            k.waitusers,
-            k.ready_lo,
-            k.finished,
-            k.deps(job_id),
-            *k.state_keys(user, run),
-            k.sem(kind, user),
-            k.semwait(kind, user),
-        ]
 
     def register_list(self, proc: str, owner: str) -> None:
         """``proclists[proc] = owner`` (an encoded ``keys.Owner``): done by the slot itself before
@@ -173,12 +171,17 @@ class Queue:
         queued job; one round trip, the job record included. ``suffix`` makes the attempt token:
         pass the same one, with ``retry``, after a lost reply."""
         k = self.k
+        call = TakeCall(
+            proc=proc, ready_hi=k.ready_hi, ready_lo=k.ready_lo, started=k.started, waitusers=k.waitusers,
+            finished=k.finished, events=k.events, active=k.active, inready=k.inready, busy=k.busy(ta.worker),
+            host=ta.host_key or k.host("-"), inready_hi=k.inready_hi, base=k.base,
+            entry=entry, suffix=suffix, worker=ta.worker, pid=ta.pid, lock_ttl=ta.lock_ttl_ms,
+            retention=ta.retention_s, max_waits=ta.max_waits, busy_ttl=ta.busy_ttl_ms, retry="1" if retry else "0",
+            limits=ta.limits, lease_left=ta.min_lease_ms)
         res = self.fast.script(
             self._texts["take"],
-            [proc, k.ready_hi, k.ready_lo, k.started, k.waitusers, k.finished, k.events, k.active, k.inready,
-             k.busy(ta.worker), ta.host_key or k.host("-"), k.inready_hi],
-            [k.base, entry, suffix, ta.worker, ta.pid, ta.lock_ttl_ms, ta.retention_s, ta.max_waits,
-             ta.busy_ttl_ms, "1" if retry else "0", ta.limits, ta.min_lease_ms],
+            call.keys(),
+            call.args(),
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
@@ -204,49 +207,24 @@ class Queue:
         """settle_take.lua: ``settle`` this attempt, then ``take`` the next queued job for ``proc``
         (LMOVE only: never waits), in one round trip. Same retry rules as both."""
         k = self.k
-        h = job.input_hash if input_hash is None else input_hash
+        settle = self._settle_call(proc, job, token, verdict, ta.worker, result=result, error=error,
+                                   lock_ttl_ms=ta.lock_ttl_ms, retention_s=ta.retention_s,
+                                   backoff_ms=backoff_ms, counts_try=counts_try, launched=launched,
+                                   input_hash=input_hash)
+        keys, args = settle_part(settle)
+        call = SettleTakeCall(
+            settle_keys=keys, ready_hi=settle.ready_hi, host=ta.host_key or k.host("-"), inready_hi=k.inready_hi,
+            base=k.base, settle_args=args, suffix=suffix, worker=ta.worker, pid=ta.pid, max_waits=ta.max_waits,
+            busy_ttl=ta.busy_ttl_ms, retry="1" if retry else "0", limits=ta.limits, lease_left=ta.min_lease_ms,
+            input_hash=settle.input_hash)
         res = self.fast.script(
             self._texts["settle_take"],
-            [
-                *self._attempt_keys(proc, job),
-                k.delayed,
-                k.busy(ta.worker),
-                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
-                k.ready_hi,
-                ta.host_key or k.host("-"),
-                k.inready_hi,
-            ],
-            [
-                job.id,
-                token,
-                Verdict(verdict).value,
-                _json.encode(result) if result is not None else "",
-                _json.encode(error) if error is not None else "",
-                ta.lock_ttl_ms,
-                ta.retention_s,
-                backoff_ms,
-                job.user,
-                "1" if counts_try else "0",
-                "1" if launched else "0",
-                k.base,
-                suffix,
-                ta.worker,
-                ta.pid,
-                ta.max_waits,
-                ta.busy_ttl_ms,
-                "1" if retry else "0",
-                ta.limits,
-                ta.min_lease_ms,
-                h or "",
-            ],
+            call.keys(),
+            call.args(),
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
-        if _s(res[0]) == "fenced":
-            reply = SettleReply(SettleAnswer.FENCED, "")
-        else:
-            reply = SettleReply(SettleAnswer.OK, _s(res[1]) or "")
-        return reply, take_result(res[2])
+        return _settle_reply(res), take_result(res[2])
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)
@@ -268,28 +246,17 @@ class Queue:
         """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply.
         ``per_user``: the kind's concurrency per user (1 the user's lock, 0 none, N a semaphore)."""
         k = self.k
-        keys = [*self._attempt_keys(proc, job), k.busy(worker), *k.hi_keys(job.user)]
-        for dep in job.after:
-            keys += [k.job(dep), k.deps(dep)]
-        res = self.fast.script(
-            self._texts["start"],
-            keys,
-            [
-                job.id,
-                suffix or secrets.token_hex(6),
-                worker,
-                timeout_ms,
-                lock_ttl_ms,
-                retention_s,
-                max_waits,
-                job.user,
-                busy,
-                busy_ttl_ms or lock_ttl_ms,
-                per_user,
-            ],
-            replicas=self.replicas,
-            timeout_ms=self.wait_ms,
-        )
+        deps = [name for dep in job.after for name in (k.job(dep), k.deps(dep))]
+        call = StartCall(
+            proc=proc, job=k.job(job.id), started=k.started, lock=k.lock(job.user), wait=k.wait(job.user),
+            waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job.id),
+            state_block=k.state_keys(job.user, job.run), sem=k.sem(job.kind, job.user),
+            semwait=k.semwait(job.kind, job.user), busy=k.busy(worker), hi_keys=k.hi_keys(job.user), dep_pairs=deps,
+            id=job.id, suffix=suffix or secrets.token_hex(6), worker=worker, timeout=timeout_ms, lock_ttl=lock_ttl_ms,
+            retention=retention_s, max_waits=max_waits, user=job.user, busy_state=busy,
+            busy_ttl=busy_ttl_ms or lock_ttl_ms, per_user=per_user)
+        res = self.fast.script(self._texts["start"], call.keys(), call.args(), replicas=self.replicas,
+                               timeout_ms=self.wait_ms)
         return start_result(res)
 
     def settle(
@@ -313,48 +280,39 @@ class Queue:
         process was started: a rejected input) takes this start back out of ``attempts``.
         ``input_hash``: the hash the attempt recorded of its input (``inputs.py``); a completed run
         item stores it as its ``input_hash`` and under ``done:`` (None: the job's own, as submitted)."""
+        call = self._settle_call(proc, job, token, verdict, worker or "-", result=result, error=error,
+                                 lock_ttl_ms=lock_ttl_ms, retention_s=retention_s, backoff_ms=backoff_ms,
+                                 counts_try=counts_try, launched=launched, input_hash=input_hash)
+        res = self.fast.script(self._texts["settle"], call.keys(), call.args(), replicas=self.replicas,
+                               timeout_ms=self.wait_ms)
+        return _settle_reply(res)
+
+    def _settle_call(self, proc: str, job: JobRecord, token: str, verdict: Verdict | str, worker: str, *,
+                     result: dict | None, error: JobError | None, lock_ttl_ms: int, retention_s: int,
+                     backoff_ms: int, counts_try: bool, launched: bool, input_hash: str | None) -> SettleCall:
+        """settle.lua's call, whose first KEYS and ARGV settle_take.lua takes too (``settle_part``); the
+        input hash it stores is the attempt's, else the job's own."""
         k = self.k
         h = job.input_hash if input_hash is None else input_hash
-        res = self.fast.script(
-            self._texts["settle"],
-            [
-                *self._attempt_keys(proc, job),
-                k.delayed,
-                k.busy(worker or "-"),
-                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
-                k.ready_hi,
-            ],
-            [
-                job.id,
-                token,
-                Verdict(verdict).value,
-                _json.encode(result) if result is not None else "",
-                _json.encode(error) if error is not None else "",
-                lock_ttl_ms,
-                retention_s,
-                backoff_ms,
-                job.user,
-                "1" if counts_try else "0",
-                "1" if launched else "0",
-                h or "",
-            ],
-            replicas=self.replicas,
-            timeout_ms=self.wait_ms,
-        )
-        if _s(res[0]) == "fenced":
-            return SettleReply(SettleAnswer.FENCED, "")
-        return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
+        return SettleCall(
+            proc=proc, job=k.job(job.id), started=k.started, lock=k.lock(job.user), wait=k.wait(job.user),
+            waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job.id),
+            state_block=k.state_keys(job.user, job.run), sem=k.sem(job.kind, job.user),
+            semwait=k.semwait(job.kind, job.user), delayed=k.delayed, busy=k.busy(worker),
+            done=k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"), ready_hi=k.ready_hi,
+            id=job.id, token=token, outcome=Verdict(verdict).value,
+            result=_json.encode(result) if result is not None else "",
+            error=_json.encode(error) if error is not None else "",
+            lock_ttl=lock_ttl_ms, retention=retention_s, backoff=backoff_ms, user=job.user,
+            counts_try="1" if counts_try else "0", handler_started="1" if launched else "0", input_hash=h or "")
 
     def progress(self, job: JobRecord, token: str, event: dict) -> bool:
         """One job_progress event (progress.lua), fenced by the attempt token. False when fenced."""
         k = self.k
         r = job.run or "-"
-        res = self.fast.script(
-            self._texts["progress"],
-            [k.job(job.id), k.run(r), k.run_events(r), k.events],
-            [job.id, token, _json.encode(event)],
-        )
-        return bool(res)
+        call = ProgressCall(job=k.job(job.id), run=k.run(r), run_events=k.run_events(r), events=k.events, id=job.id,
+                            token=token, progress=_json.encode(event))
+        return bool(self.fast.script(self._texts["progress"], call.keys(), call.args()))
 
     def attempt_end(self, job_id: str) -> tuple[str, int, str]:
         """(state, attempts, error kind) of a job now: after a settle answered ``fenced`` on a retry,
@@ -375,13 +333,12 @@ class Queue:
         user = run = None
         if raw_hash:
             user, run = _s(raw_hash.get(b"user")), _s(raw_hash.get(b"run"))
-        return bool(
-            self._scripts["deadletter"](
-                keys=[proc, self.k.dead, self.k.job(job_id), self.k.finished, self.k.deps(job_id), self.k.ready_lo,
-                      *self.k.state_keys(user or "-", run), *self.k.hi_keys(user or "-")],
-                args=[entry, reason, retention_s, dump, entry.decode("utf-8", "backslashreplace")],
-            )
-        )
+        k = self.k
+        call = DeadletterCall(proc=proc, dead=k.dead, job=k.job(job_id), finished=k.finished, deps=k.deps(job_id),
+                              ready_lo=k.ready_lo, state_block=k.state_keys(user or "-", run),
+                              hi_keys=k.hi_keys(user or "-"), entry=entry, reason=reason, retention=retention_s,
+                              job_hash=dump, entry_utf8=entry.decode("utf-8", "backslashreplace"))
+        return bool(self._scripts["deadletter"](keys=call.keys(), args=call.args()))
 
     # --- recovery ---------------------------------------------------------------------------------
 
@@ -402,22 +359,26 @@ class Queue:
         """requeue.lua for one entry; ``stamp``: the claim stamp the caller judged too old (the
         script leaves the entry alone if it has another by now)."""
         fields = self.r.hmget(self.k.job(_s(entry) or ""), "user", "kind", "run")
-        keys, args = self._requeue_call(proc, entry, fields, reason, crash_cap, lock_ttl_ms, retention_s,
-                                        owner_host, owner_incarnation, list_dead, stamp)
-        return _s(self._scripts["requeue"](keys=keys, args=args)[0]) or ""
+        call = self._requeue_call(proc, entry, fields, reason, crash_cap, lock_ttl_ms, retention_s,
+                                  owner_host, owner_incarnation, list_dead, stamp)
+        return _s(self._scripts["requeue"](keys=call.keys(), args=call.args())[0]) or ""
 
     def _requeue_call(self, proc: str, entry: bytes, fields: list, reason: str, crash_cap: int, lock_ttl_ms: int,
                       retention_s: int, owner_host: str, owner_incarnation: str, list_dead: bool,
-                      stamp: int | None) -> tuple[list[str], list]:
-        """requeue.lua's keys and arguments for ``entry``, from its job's (user, kind, run)."""
+                      stamp: int | None) -> RequeueCall:
+        """requeue.lua's call for ``entry``, from its job's (user, kind, run)."""
         user, kind, run = (_s(v) for v in fields)
         user = user or ""
+        job_id = _s(entry) or ""
         k = self.k
-        keys = [*self._job_keys(proc, _s(entry) or "", user, kind or "-", run), k.proclists, k.host(owner_host or "-"),
-                k.ready_hi]
-        args = [entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0",
-                "" if stamp is None else stamp]
-        return keys, args
+        return RequeueCall(proc=proc, job=k.job(job_id), started=k.started, lock=k.lock(user), wait=k.wait(user),
+                           waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job_id),
+                           state_block=k.state_keys(user, run), sem=k.sem(kind or "-", user),
+                           semwait=k.semwait(kind or "-", user), proclists=k.proclists,
+                           host=k.host(owner_host or "-"), ready_hi=k.ready_hi, base=k.base, entry=entry,
+                           reason=reason, owner_incarnation=owner_incarnation, crash_cap=crash_cap,
+                           lock_ttl=lock_ttl_ms, retention=retention_s, user=user,
+                           list_dead="1" if list_dead else "0", stamp="" if stamp is None else stamp)
 
     # Entries per requeue_many.lua call (of one list; ~4 ms of Redis for 100 running jobs), and per
     # round trip (in as many calls as that takes, of any lists): Redis serves other clients between
@@ -452,40 +413,43 @@ class Queue:
         for proc, _, _ in lists:
             pipe.lrange(proc, 0, -1)
         read = pipe.execute()
-        calls: list[tuple[int, list, list]] = []  # (index in lists, keys, entries)
+        calls: list[tuple[int, RequeueManyCall]] = []  # (index in lists, the call)
         for i, ((proc, owner_host, owner_incarnation), entries) in enumerate(zip(lists, read)):
-            keys = [proc, k.started, k.waitusers, k.ready_lo, k.finished, k.events, k.active, k.inready,
-                    k.proclists, k.host(owner_host or "-"), k.ready_hi]
-            calls += [(i, keys, entries[at : at + self.REQUEUE_MANY_CALL])
-                      for at in range(0, len(entries), self.REQUEUE_MANY_CALL)]
+            calls += [(i, RequeueManyCall(
+                proc=proc, started=k.started, waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished,
+                events=k.events, active=k.active, inready=k.inready, proclists=k.proclists,
+                host=k.host(owner_host or "-"), ready_hi=k.ready_hi, base=k.base, reason=reason,
+                owner_incarnation=owner_incarnation, crash_cap=crash_cap, lock_ttl=lock_ttl_ms,
+                retention=retention_s, list_dead="1" if list_dead else "0",
+                entries=entries[at : at + self.REQUEUE_MANY_CALL]))
+                for at in range(0, len(entries), self.REQUEUE_MANY_CALL)]
         out: list[list[tuple[str, str]]] = [[] for _ in lists]
-        trip: list[tuple[int, list, list]] = []
+        trip: list[tuple[int, RequeueManyCall]] = []
 
         def send() -> None:
-            heads = [[k.base, reason, lists[i][2], crash_cap, lock_ttl_ms, retention_s, "1" if list_dead else "0"]
-                     for i, _, _ in trip]
             if len(trip) == 1:
-                replies = [script(keys=trip[0][1], args=heads[0] + trip[0][2])]
+                replies = [script(keys=trip[0][1].keys(), args=trip[0][1].args())]
             else:
                 # EVALSHA itself, not the Script on a pipeline (a SCRIPT EXISTS round trip each time);
                 # a call Redis did not know the script for (restarted, flushed) did nothing: it is
                 # made again alone, which loads the script
                 p = self.r.pipeline(transaction=False)
-                for (_, keys, batch), head in zip(trip, heads):
-                    p.evalsha(script.sha, len(keys), *keys, *head, *batch)
+                for _, c in trip:
+                    keys = c.keys()
+                    p.evalsha(script.sha, len(keys), *keys, *c.args())
                 replies = p.execute(raise_on_error=False)
-                for n, ((_, keys, batch), head) in enumerate(zip(trip, heads)):
+                for n, (_, c) in enumerate(trip):
                     if isinstance(replies[n], redis.exceptions.NoScriptError):
-                        replies[n] = script(keys=keys, args=head + batch)
+                        replies[n] = script(keys=c.keys(), args=c.args())
                     elif isinstance(replies[n], Exception):
                         raise replies[n]
-            for (i, _, batch), verdicts in zip(trip, replies):
-                out[i] += [(_s(e) or "", _s(v) or "") for e, v in zip(batch, verdicts)]
+            for (i, c), verdicts in zip(trip, replies):
+                out[i] += [(_s(e) or "", _s(v) or "") for e, v in zip(c.entries, verdicts)]
 
         size = 0
         for call in calls:
             trip.append(call)
-            size += len(call[2])
+            size += len(call[1].entries)
             if size >= self.REQUEUE_MANY_TRIP:
                 send()
                 trip, size = [], 0
@@ -504,31 +468,31 @@ class Queue:
         return out
 
     def stamp(self, proc: str) -> tuple[int, list[tuple[bytes, int]]]:
-        res = self._scripts["stamp"](keys=[proc, self.k.started])
+        res = self._scripts["stamp"](keys=StampCall(proc=proc, started=self.k.started).keys())
         now = int(res[0])
         pairs = [(res[i], int(res[i + 1])) for i in range(1, len(res), 2)]
         return now, pairs
 
     def promote_due(self, batch: int = 200) -> int:
-        return int(self._scripts["promote_due"](keys=[self.k.delayed, self.k.ready_lo, self.k.ready_hi], args=[batch]))
+        call = PromoteDueCall(delayed=self.k.delayed, ready_lo=self.k.ready_lo, ready_hi=self.k.ready_hi, batch=batch)
+        return int(self._scripts["promote_due"](keys=call.keys(), args=call.args()))
 
     def unstick(self, user: str, lock_ttl_ms: int) -> str:
         k = self.k
-        res = self._scripts["unstick"](
-            keys=[k.lock(user), k.wait(user), k.waitusers, k.ready_lo, k.ready_hi], args=[user, lock_ttl_ms]
-        )
-        return _s(res) or ""
+        call = UnstickCall(lock=k.lock(user), wait=k.wait(user), waitusers=k.waitusers, ready_lo=k.ready_lo,
+                           ready_hi=k.ready_hi, user=user, lock_ttl=lock_ttl_ms)
+        return _s(self._scripts["unstick"](keys=call.keys(), args=call.args())) or ""
 
-    def poll_attempt(self, job_id: str, token: str) -> str | None:
+    def poll_attempt(self, job_id: str, token: str) -> Stop | None:
         """Once a second while a job runs: "cancel" when it was cancelled, "fenced" when its token is
         no longer ours (another host's reaper reclaimed it after our heartbeat lapsed: a partition, a
         stalled supervisor). Stopping then bounds a double run to about a second after the reclaim
         becomes visible, instead of the rest of the job."""
         cancel, current = self.fast.call("HMGET", self.k.job(job_id), "cancel", "token")
         if cancel == b"1":
-            return "cancel"
+            return Stop.CANCEL
         if (current or b"").decode() != token:
-            return "fenced"
+            return Stop.FENCED
         return None
 
     def keep_markdown(self, job_id: str, attempt: int, text: str, retention_s: int) -> None:
@@ -575,6 +539,13 @@ def dependency_cycle(q: "Queue", req: SubmitRequest) -> list[str] | None:
                     nxt.append(d)
         frontier = nxt
     return None
+
+
+def _settle_reply(res: list) -> SettleReply:
+    """settle.lua's answer (settle_take.lua's first two elements)."""
+    if _s(res[0]) == "fenced":
+        return SettleReply(SettleAnswer.FENCED, "")
+    return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
 
 
 def decode_submit(raw: bytes) -> SubmitRequest:

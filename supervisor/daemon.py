@@ -40,7 +40,7 @@ import psutil
 import redis
 import setproctitle
 
-from tender_pool.slots import faults, runner
+from tender_pool.slots import faults, groups
 from tender_pool.store.connection import connect
 from tender_pool.slots.queue import Queue
 from tender_pool.slots.slot import orphan_settle_s
@@ -58,7 +58,8 @@ from tender_pool.supervisor.slot_table import SlotProc, SlotTable
 from tender_pool.supervisor.status_builder import StatusBuilder
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import SocketInUse, StatusServer, close_after_fork
-from tender_pool.store.types import STATUS_PROTOCOL, Beat, Busy, CountersView, Finished, SlotExit, SlotReport, add_counters, tally
+from tender_pool.store.types import STATUS_PROTOCOL, CountersView, add_counters
+from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport, tally
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
 
@@ -142,7 +143,7 @@ class Supervisor:
         except ConfigError as e:
             print(f"config: {e}", flush=True, file=sys.stderr)
             return 2
-        runner.set_subreaper()
+        groups.set_subreaper()
         signal.set_wakeup_fd(self.wake_fd, warn_on_full_buffer=False)
         if self.notify.sock is not None:
             close_after_fork(self.notify.sock)
@@ -324,7 +325,7 @@ class Supervisor:
             stuck = forking.await_exit(slots, orphan_settle_s(self.cfg) + 0.5)
             self.log.info("previous_slots_exited", pids=slots, killed=stuck,
                           seconds=round(time.monotonic() - t0, 3))
-        killed = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.cfg.pool.host_id}:", prefix=True)
+        killed = groups.sweep_marker("TENDER_POOL_OWNER", f"{self.cfg.pool.host_id}:", prefix=True)
         if killed:
             self.log.warning("killed_leftovers_of_previous_incarnation", pids=killed)
         for proc, _ in ours:
