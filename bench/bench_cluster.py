@@ -29,7 +29,7 @@ from conftest import write_config  # noqa: E402
 from support.cluster import started  # noqa: E402
 from tender_pool.slots.queue import Queue, connect  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.types import SubmitRequest  # noqa: E402
+from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 QUEUE = "tender_parse"
 

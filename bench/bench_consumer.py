@@ -30,7 +30,7 @@ from bench_pool import BIN, start_redis, wait_done, write_config  # noqa: E402
 from tender_pool.client import Client  # noqa: E402
 from tender_pool.slots.queue import Queue, connect  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.types import SubmitRequest  # noqa: E402
+from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("db_sync", REPO / "examples" / "db_sync.py")
 db_sync = importlib.util.module_from_spec(_spec)

@@ -40,10 +40,12 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import TENDER_POOL, write_config  # noqa: E402
 from support.sentinel import SentinelSet, wait_until  # noqa: E402
 
-from tender_pool.store.connection import FastLane, NotReplicated, connect  # noqa: E402
+from tender_pool.store.fastlane import FastLane  # noqa: E402
+from tender_pool.store.replication import NotReplicated  # noqa: E402
+from tender_pool.store.connection import connect  # noqa: E402
 from tender_pool.slots.queue import Queue  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.types import SubmitRequest  # noqa: E402
+from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 APPEND = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
 

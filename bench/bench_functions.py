@@ -35,7 +35,7 @@ BIN = Path(sys.executable).with_name("tender-pool")
 from measure import idle_pss, pss_mib, start_redis, tree  # noqa: E402
 from tender_pool.slots.queue import Queue, connect  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.types import SubmitRequest  # noqa: E402
+from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 MODS = REPO / "bench" / "fnmods"
 HEAVY_MARK = "# heavy\n"

@@ -35,7 +35,7 @@ import pool_toml  # noqa: E402
 from measure import IDLE_SETTLE_S, breakdown, idle_pss, pss_mib, tree  # noqa: E402  (as bench/compare)
 from tender_pool.slots.queue import Queue, connect  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.types import SubmitRequest  # noqa: E402
+from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 
 def start_redis(tmp: Path) -> tuple[subprocess.Popen, str]:

@@ -23,16 +23,17 @@ import msgspec
 import redis
 
 from tender_pool.store import scripts
-from tender_pool.store.connection import connect, wait_replicated
+from tender_pool.store.connection import connect
+from tender_pool.store.replication import wait_replicated
 from tender_pool.store.keys import Keys
-from tender_pool.store.types import (MAX_RUN_ID, JobRecord, JobView, SubmitRequest, check_job_id, check_name,
-                                          check_submit)
+from tender_pool.store.records import JobRecord
+from tender_pool.store.submission import MAX_RUN_ID, SubmitRequest, check_job_id, check_name, check_submit
 
 from tender_pool.client import consumer, follow, items as _items, records
 from tender_pool.client.run_submit import RunWriter
 from tender_pool.client.errors import BadInput, NotFound, Unavailable, translated
 from tender_pool.client.history import HistoryFilter, HistoryPage, query
-from tender_pool.client.models import FINAL_RUN_STATES, Event, Job, Run, RunSummary
+from tender_pool.client.models import FINAL_RUN_STATES, Event, Job, JobView, Run, RunSummary
 
 _json = msgspec.json.Encoder()
 DEFAULT_RETENTION_S = 604800

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import msgspec
 
 from tender_pool.store import digest as _digest
-from tender_pool.store.types import BadInput, check_name, check_payload
+from tender_pool.store.submission import BadInput, check_name, check_payload
 
 
 class Item(msgspec.Struct, forbid_unknown_fields=True):

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from tender_pool.store.types import JobError, decode_job, rfc3339  # noqa: F401  (decode_job: re-exported)
+from tender_pool.store.records import JobError, decode_job  # noqa: F401  (decode_job: re-exported)
 
-from tender_pool.client.models import COUNT_FIELDS, Counts, Event, RunSummary
+from tender_pool.client.models import COUNT_FIELDS, Counts, Event, RunSummary, rfc3339
 
 
 def s(v: bytes | str | int | None) -> str | None:

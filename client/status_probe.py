@@ -24,7 +24,7 @@ from tender_pool.store.connection import connect
 
 from tender_pool.client import consumer
 from tender_pool.client.follow import trimmed_past
-from tender_pool.client.history import HistoryKeys
+from tender_pool.store.history_index import HistoryKeys
 from tender_pool.client.models import Counts
 
 from tender_pool.store.config import Config
@@ -265,8 +265,8 @@ def _run_event(raw: bytes) -> tuple[str, str, str, int] | None:
 class QueueProbe:
     """Queue figures from Redis, in two pipelines whose cost does not grow with the queue or the
     history: list lengths, ZCARD, ZCOUNT of the failed index (``finished:state:failed`` over the
-    retention window: lib.lua's ``on_terminal`` keeps it, the housekeeper's ``history.trim`` trims it),
-    wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
+    retention window: lib.lua's ``on_terminal`` keeps it, the housekeeper's ``history_index.trim``
+    trims it), wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
     with parked jobs and per user with queued jobs of either class (their backlogs: ``inready`` and
     ``inready:hi`` name them).
     """

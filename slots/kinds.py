@@ -29,7 +29,9 @@ from typing import Callable, Protocol
 import msgspec
 
 from tender_pool.store.config import Config, HandlerConfig
-from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.handler_io import Outcome
+from tender_pool.store.records import JobError, JobRecord
 
 from tender_pool.slots import forkserver, functions, handlers, runner
 from tender_pool.slots.function_import import ImportProblem

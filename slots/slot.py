@@ -44,16 +44,15 @@ import setproctitle
 from tender_pool.store import logs
 from tender_pool.store.config import Config
 from tender_pool.store.keys import Keys
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.handler_io import Outcome
+from tender_pool.store.records import JobError, JobRecord
 from tender_pool.store.types import (
     AttemptEnd,
     Beat,
     Busy,
-    ErrorKind,
     Finished,
     Idle,
-    JobError,
-    JobRecord,
-    Outcome,
     Preloaded,
     SlotExit,
 )
@@ -61,7 +60,7 @@ from tender_pool.store.types import (
 from tender_pool.slots import faults, inputs, kinds, runner
 from tender_pool.slots.busy import BusyTracker
 from tender_pool.slots.progress import ProgressFeed
-from tender_pool.store.connection import NotReplicated, retry_delay
+from tender_pool.store.replication import NotReplicated, retry_delay
 from tender_pool.slots.function_import import ImportProblem
 from tender_pool.slots.heartbeat import Reporter
 from tender_pool.slots.queue import (

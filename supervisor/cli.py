@@ -19,7 +19,8 @@ import click
 import msgspec
 
 from tender_pool.store.config import Config, ConfigError, load, one_line
-from tender_pool.store.types import MAX_PAYLOAD_DEPTH, TERMINAL_STATES
+from tender_pool.store.records import TERMINAL_STATES
+from tender_pool.store.submission import MAX_PAYLOAD_DEPTH
 
 TERMINAL = {s.value for s in TERMINAL_STATES}
 

@@ -45,7 +45,9 @@ from prometheus_client.registry import Collector
 
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import close_after_fork
-from tender_pool.store.types import AttemptEnd, Finished, SlotState, tally
+from tender_pool.supervisor.counters import tally
+from tender_pool.supervisor.slot_table import SlotState
+from tender_pool.store.types import AttemptEnd, Finished
 
 P = "tender_pool_"
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200)

@@ -277,7 +277,7 @@ class Harness:
 
     def submit(self, kind: str = "behave", user: str = "u1", payload: dict | None = None, name: str = "a",
                **kw) -> str:
-        from tender_pool.store.types import SubmitRequest
+        from tender_pool.store.submission import SubmitRequest
         created, jid, _ = self.queue(name).enqueue(SubmitRequest(kind=kind, user=user, payload=payload or {}, **kw))
         return jid
 

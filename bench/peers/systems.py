@@ -250,7 +250,7 @@ class Ours:
         self.r.flushall()
 
     def _requests(self, kind: str, n: int):
-        from tender_pool.store.types import SubmitRequest
+        from tender_pool.store.submission import SubmitRequest
 
         for _ in range(n):
             self.seq += 1
@@ -282,7 +282,7 @@ class Ours:
         return out
 
     def enqueue_long(self) -> None:
-        from tender_pool.store.types import SubmitRequest
+        from tender_pool.store.submission import SubmitRequest
 
         self.long_id = self.q.enqueue(SubmitRequest(kind="long", user="crash", payload={}))[1]
 

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from tender_pool.slots.queue import Parked, Run, TakeArgs
-from tender_pool.store.types import SubmitRequest
+from tender_pool.store.submission import SubmitRequest
 
 REQ = dict(crash_cap=5, lock_ttl_ms=60_000, retention_s=3600)
 

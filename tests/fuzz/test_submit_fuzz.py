@@ -27,7 +27,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from tender_pool.supervisor.cli import main
-from tender_pool.store.types import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
+from tender_pool.store.submission import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
 
 from .conftest import fuzz, one_line_error
 

@@ -7,7 +7,7 @@ from conftest import wait_until
 from tender_pool.slots.busy import BusyTracker, busy_ttl_ms
 from tender_pool.store.config import load
 from tender_pool.store.keys import Keys
-from tender_pool.store.types import JobRecord
+from tender_pool.store.records import JobRecord
 
 
 class _Log:
@@ -20,7 +20,7 @@ def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
     keys = Keys(cfg.redis.prefix, cfg.pool.queue)
     q = h.queue()
     tracker = BusyTracker(h.r, keys, "w-slot1", cfg, _Log())
-    from tender_pool.store.types import SubmitRequest
+    from tender_pool.store.submission import SubmitRequest
     q.enqueue(SubmitRequest(kind="behave", user="u", payload={"file": "/in/a.pdf"}, id="old"))
     q.enqueue(SubmitRequest(kind="behave", user="v", payload={}, id="new"))
     old, new = q.get("old"), q.get("new")
@@ -67,7 +67,7 @@ def test_finished_fields_carry_queue_wait_and_extraction_figures(h, tmp_path):
 
 
 def _outcome():
-    from tender_pool.store.types import Outcome
+    from tender_pool.store.handler_io import Outcome
     return Outcome("completed", result={"pages": 7, "format": "pdf"})
 
 

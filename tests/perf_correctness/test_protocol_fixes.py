@@ -27,7 +27,7 @@ import pytest
 
 from support.requeue_ref import requeue_one_by_one
 from tender_pool.slots.queue import Empty, NoLease, Parked, Run, Stale, TakeArgs, Taken
-from tender_pool.store.types import SubmitRequest
+from tender_pool.store.submission import SubmitRequest
 
 
 def args(**kw) -> TakeArgs:

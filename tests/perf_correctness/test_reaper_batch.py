@@ -29,8 +29,8 @@ from tender_pool.client import Client
 from tender_pool.slots.queue import Parked, Queue, Run, TakeArgs, Taken
 from tender_pool.store.config import load
 from tender_pool.store.keys import Owner
-from tender_pool.supervisor.reaper import Housekeeper
-from tender_pool.store.types import SubmitRequest
+from tender_pool.supervisor.housekeeper import Housekeeper
+from tender_pool.store.submission import SubmitRequest
 
 USER = "we:ird user é"
 CAP = dict(crash_cap=3, lock_ttl_ms=60_000, retention_s=3600)

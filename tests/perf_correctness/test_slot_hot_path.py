@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tender_pool.store.types import SubmitRequest
+from tender_pool.store.submission import SubmitRequest
 
 PROBE = Path(__file__).with_name("slot_probe.py")
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from tender_pool.slots.queue import Empty, Parked, RawEntry, Run, TakeArgs, Taken
-from tender_pool.store.types import SubmitRequest
+from tender_pool.store.submission import SubmitRequest
 
 USER = "we:ird user é"  # colons and spaces are allowed in users; the names must still match Keys
 

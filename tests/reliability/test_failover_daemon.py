@@ -28,10 +28,10 @@ import redis
 from conftest import Harness, wait_until
 from reliability.conftest import _SentinelServer
 
-from tender_pool.store.connection import NotReplicated
+from tender_pool.store.replication import NotReplicated
 from tender_pool.slots.queue import Queue
 from tender_pool.store.config import load
-from tender_pool.store.types import SubmitRequest
+from tender_pool.store.submission import SubmitRequest
 
 BEFORE, AFTER = 60, 100  # acknowledged jobs to reach before the switch, and after it
 

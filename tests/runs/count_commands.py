@@ -50,7 +50,7 @@ def main() -> None:
             h = Harness(tmp_path, srv)
             h.daemon(workers=4)
             time.sleep(2)
-            from tender_pool.store.types import SubmitRequest
+            from tender_pool.store.submission import SubmitRequest
 
             def plain(k):
                 return [h.queue().enqueue(SubmitRequest(kind="noop", user=f"u{i % 50}", payload={}))[1]

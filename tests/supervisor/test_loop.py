@@ -20,7 +20,8 @@ from tender_pool.store.config import load
 from tender_pool.supervisor.daemon import STALL_S, Supervisor
 from tender_pool.supervisor.notify import Notifier
 from tender_pool.supervisor.slot_table import CRASH_LOOP_AFTER, Intent
-from tender_pool.store.types import AttemptEnd, Beat, Busy, Finished, Idle, SlotExit, SlotState
+from tender_pool.store.types import AttemptEnd, Beat, Busy, Finished, Idle, SlotExit
+from tender_pool.supervisor.slot_table import SlotState
 
 pytestmark = pytest.mark.timeout(10)
 
