@@ -176,7 +176,7 @@ class Client:
         return p.execute()
 
     def record(self, job_id: str) -> JobRecord | None:
-        """The raw job record (``types.JobRecord``: tokens, counters) or None. Raises Undecodable."""
+        """The raw job record (``records.JobRecord``: tokens, counters) or None. Raises Undecodable."""
         with translated(self.url):
             h = self.r.hgetall(self.k.job(job_id))
         return records.decode_job(h) if h else None
@@ -188,7 +188,7 @@ class Client:
 
     def _existing(self, job_id: str) -> JobRecord:
         """The job's record; NotFound for none, and for a job of a run not sealed yet (staged by a
-        submission still under way, or one that died: it expires; CONTRACT "Runs")."""
+        submission still under way, or one that died: it expires; the contract, "Runs")."""
         rec = self.record(job_id)
         if rec is None or (rec.run and self._unsealed(rec.run)):
             raise NotFound(f"no such job: {job_id}")

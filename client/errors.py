@@ -5,7 +5,7 @@
     ├── Unavailable     Redis (or the status socket) did not answer (the CLI exits 4)
     ├── Undecodable     a job hash exists but is not a job we can read (the CLI exits 1)
     ├── ValueError
-    │   └── BadInput    a submission that can never run (the CLI exits 2); ``types.BadInput`` itself
+    │   └── BadInput    a submission that can never run (the CLI exits 2); ``submission.BadInput`` itself
     └── redis.RedisError
         └── NotReplicated   the write ran on the primary but too few replicas have it (``[redis]
                             wait_replicas``): it may be lost by a failover; submit it again with the

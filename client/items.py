@@ -1,9 +1,9 @@
 """A run's items: reading them from JSONL (with the line number of every refusal), checking them,
 and each one's input hash for skip.
 
-Checks are CONTRACT.md's, judged before any Redis call: a key is 1–200 characters of UTF-8 without
-control characters or braces (``types.check_name``) and unique in the run; a payload is a JSON
-object (``types.check_payload``); at least one item. A refusal is ``BadInput`` naming the line (the
+Checks are the contract's, judged before any Redis call: a key is 1–200 characters of UTF-8 without
+control characters or braces (``submission.check_name``) and unique in the run; a payload is a JSON
+object (``submission.check_payload``); at least one item. A refusal is ``BadInput`` naming the line (the
 CLI's file) or the item's 1-based position (the library's list).
 
 Input hash: ``store/digest.py`` (one definition for the client and the attempt, which records it

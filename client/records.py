@@ -1,4 +1,4 @@
-"""Redis hashes → typed values: a job hash → ``types.JobRecord``, a run hash → ``Counts`` and
+"""Redis hashes → typed values: a job hash → ``records.JobRecord``, a run hash → ``Counts`` and
 ``RunSummary``, a stream entry → ``Event``.
 
 Replies are bytes (clients are built with ``decode_responses=False``) and are decoded here, so a

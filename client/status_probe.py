@@ -34,7 +34,7 @@ from tender_pool.client.status_protocol import ConsumerRow, RedisMemory, RunRow
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
 WARNINGS_EVERY_S = 30.0
-MEMORY_WARN_AT = 0.8  # of maxmemory (CONTRACT.md)
+MEMORY_WARN_AT = 0.8  # of maxmemory (the contract)
 # A refusal stays a problem this long: near maxmemory Redis refuses a write whenever the one before
 # pushed it over, and accepts the next once memory fell back (19.9 of 20 MiB read "healthy" between
 # refused submits). Long enough to outlast that flicker, short enough to clear soon after a fix.
@@ -118,7 +118,7 @@ class RunTracker:
 
     TAIL_BATCH = 5000
     TAIL_MAX = 200_000  # per read; the rest next time
-    SHOWN = 20  # CONTRACT.md: ``runs`` lists at most the 20 newest active runs
+    SHOWN = 20  # the contract: ``runs`` lists at most the 20 newest active runs
     SWEEP = 1000  # other active runs re-checked per read
     CHECK_BATCH = 2000  # HMGETs per pipeline
 

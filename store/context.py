@@ -1,6 +1,6 @@
 """What a function handler is given and may raise: ``JobContext`` and ``Final``.
 
-A function handler (``[handlers.NAME] function = "module:qualname"``, CONTRACT.md "Function
+A function handler (``[handlers.NAME] function = "module:qualname"``, the contract's "Function
 handlers") is the platform's own Python code, called in a forked child of a slot with one
 ``JobContext``. It lives here, in ``tender_pool.client``, so that the platform's code imports
 nothing of the daemon: redis and msgspec are all this module (lazily) needs.

@@ -9,7 +9,7 @@ corrupted by PID reuse (client_python#654). It also keeps a single listener on l
 supervisor instead of one forked server per process. The price: counts restart at zero with the
 daemon, which Prometheus' ``rate()`` handles as a counter reset.
 
-One classification: an attempt's end is counted by ``types.tally``, the same function the
+One classification: an attempt's end is counted by ``counters.tally``, the same function the
 supervisor's counters (and so ``status``) use; the labels here are read from the same ``Finished``
 (``outcome`` as ``types.AttemptEnd``, ``park_reason`` for deferrals), so /metrics and ``status``
 cannot disagree.
@@ -23,7 +23,7 @@ Extraction: ``tender_pool_extract_pages_total`` and ``tender_pool_extract_input_
 what ``Finished.pages`` / ``Finished.input_bytes`` carry (the slot fills them from a completed
 parse_markdown result and the input file's size).
 
-Runs and events (runs issue): failures by error kind (``job_failures``) and fd-3 progress lines
+Runs and events: failures by error kind (``job_failures``) and fd-3 progress lines
 (``progress_events``, ``progress_lines_dropped``) come from ``Finished`` like the rest; runs by final
 state, jobs per run and time to finish a run come from the probe's ``RunTracker`` at scrape time (it
 tails the queue's ``events`` stream for ``run_finished``), and events written from the ``events``

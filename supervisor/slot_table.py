@@ -20,9 +20,11 @@ unit tests drive it (and the daemon's ``step``) with a fixed clock and no proces
     DRAIN    the daemon is stopping: stays OFFLINE
 A job is never killed to shrink, reload or pause the pool: those only ask (SIGTERM).
 
-Threads: the status thread and the metrics scrape read the table through ``snapshot()`` (a copy of
-the list; each SlotProc attribute is one reference, read whole under the GIL). Nothing else but the
-supervisor's main loop calls the other methods.
+Threads: the status thread and the metrics scrape only read the table: ``snapshot()`` (a copy of
+the list; each SlotProc attribute is one reference, read whole under the GIL), and, for a control
+request's reply and ``status``'s draining flag, ``counted()`` and the ``draining``/``paused``
+properties (``lifecycle.answer``, ``Supervisor._handle_request``). Every method that changes the
+table is called by the supervisor's main loop only.
 """
 
 from __future__ import annotations
