@@ -5,10 +5,10 @@ Only the housekeeper's sweep calls them; the client's ``history`` reads the same
 
 Every terminal path goes through lib.lua's ``on_terminal``, which in the same atomic step writes the
 job id with its finish ms to ``finished`` and to three indexes: ``finished:state:<state>``,
-``finished:user:<user>``, ``finished:kind:<kind>``, and records in ``finished:trim`` each index's
-oldest entry. The job hashes expire after ``pool.result_retention``; the sweep drops the same
-horizon from ``finished`` and from every index, visiting only the indexes that hold something that
-old.
+``finished:user:<user>``, ``finished:kind:<kind>``, and keeps in ``finished:trim``, per index, a
+score at or below its oldest entry. The job hashes expire after ``pool.result_retention``; the
+sweep drops the same horizon from ``finished`` and from every index, visiting only the indexes that
+hold something that old.
 """
 
 from __future__ import annotations
