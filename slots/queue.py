@@ -51,7 +51,7 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     start_result,
     take_result,
 )
-from tender_pool.store.connection import connect  # noqa: F401  (re-exported for callers)
+from tender_pool.store.connection import connect  # noqa: F401  (connect: re-exported for callers)
 from tender_pool.store.fastlane import FastLane
 from tender_pool.store.replication import wait_replicated
 
