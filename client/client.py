@@ -1,8 +1,8 @@
 """``Client``: the pool seen from a producer — the platform's web API, the CLI, a script.
 
 Owns every producer-side Redis call (submit, runs, cancel, retry, reads, events, history). It
-imports redis, msgspec and only the leaves of ours (``supervisor.keys``, ``supervisor.types``,
-``supervisor.config`` through ``slots.connection``, ``slots.scripts``); ``status()`` alone loads the
+imports redis, msgspec and, of ours, only the store (the Redis schema: ``keys``, ``records``,
+``submission``, ``scripts``, ``connection``, ``config``); ``status()`` alone loads the
 status-socket modules, lazily, and they need nothing of the daemon's extras either. A test checks it
 in a fresh interpreter.
 
