@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib import resources
 from pathlib import Path
 
 import msgspec
@@ -44,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 from tender_pool.client import Client  # noqa: E402
 from tender_pool.client import history  # noqa: E402
 from tender_pool.store import history_index  # noqa: E402
-from tender_pool.store import scripts# noqa: E402
+from tender_pool.store import scripts  # noqa: E402
 from tender_pool.slots.queue import Queue, TakeArgs, Taken  # noqa: E402
 from tender_pool.store.keys import Keys, Owner  # noqa: E402
 from tender_pool.client.status_probe import QueueProbe  # noqa: E402
@@ -56,7 +55,7 @@ RETENTION = 7 * 86400
 PROC = "tp:{q}:proc:bench:1:1.1"
 ENQ_CHUNK = 2000
 
-# Seeds finished jobs through the real on_terminal (lib.lua is prepended): each job hash is the
+# Seeds finished jobs through the real on_terminal (lib/terminal.lua and what it needs are prepended): each job hash is the
 # template's fields with its own id, user, kind, times, then on_terminal as a settle would call it.
 # KEYS: finished, ready:lo; ARGV: base, retention, template field count F, F pairs, then per job:
 # id, user, kind, state, finish ms.
@@ -238,8 +237,7 @@ def seed_finished(srv: Server, k: Keys, n: int) -> tuple[float, int]:
     """n finished jobs, one per ms up to now, through on_terminal; returns (seconds, now ms)."""
     r = srv.r
     tpls = templates(srv, k)
-    lib = resources.files("tender_pool.store").joinpath("lua").joinpath("lib.lua").read_text()
-    sha = r.script_load(lib + "\n" + SEED)
+    sha = r.script_load(scripts.prelude("terminal") + SEED)
     heads = {}
     for state, h in tpls.items():
         fields = {f: v for f, v in h.items() if f not in ("id", "user", "kind", "state", "created_at", "started_at",

@@ -23,6 +23,7 @@ import msgspec
 import redis
 
 from tender_pool.store import scripts
+from tender_pool.store.script_args import CancelCall, EnqueueCall, RunCancelCall, RunRetryCall
 from tender_pool.store.connection import connect
 from tender_pool.store.replication import wait_replicated
 from tender_pool.store.keys import Keys
@@ -155,13 +156,13 @@ class Client:
                 if missing:  # a cycle needs an id that does not exist yet: refusing those rules cycles out
                     raise BadInput(f"--after {missing[0]}: no such job")
 
+            call = EnqueueCall(job=k.job(jid), ready=k.ready(req.priority), ready_lo=k.ready_lo, proc=k.ready_lo,
+                               state_block=k.state_keys(req.user), hi_keys=k.hi_keys(req.user), id=jid,
+                               kind=req.kind, user=req.user, payload=_json.encode(req.payload),
+                               priority=req.priority, after=_json.encode(req.after))
+
             def write(p: Any) -> None:  # the job is read back in the same round trip
-                self._scripts["enqueue"](
-                    keys=[k.job(jid), k.ready(req.priority), k.ready_lo, k.ready_lo, *k.state_keys(req.user),
-                          *k.hi_keys(req.user)],
-                    args=[jid, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""],
-                    client=p,
-                )
+                self._scripts["enqueue"](keys=call.keys(), args=call.args(), client=p)
                 p.hgetall(k.job(jid))
 
             _created, h = wait_replicated(self.r, self.replicas, self.wait_ms, write)
@@ -204,12 +205,14 @@ class Client:
         is left alone (``already``). Finished results stay. Raises NotFound, Unavailable."""
         rec = self._existing(job_id)
         k = self.k
-        keys = [k.job(rec.id), k.ready_hi, k.ready_lo, k.wait(rec.user), k.waitusers, k.delayed, k.finished,
-                k.deps(rec.id), k.lock(rec.user), *k.state_keys(rec.user, getattr(rec, "run", None)),
-                k.semwait(rec.kind, rec.user), *k.hi_keys(rec.user), *(k.deps(d) for d in rec.after)]
+        call = CancelCall(job=k.job(rec.id), ready_hi=k.ready_hi, ready_lo=k.ready_lo, wait=k.wait(rec.user),
+                          waitusers=k.waitusers, delayed=k.delayed, finished=k.finished, deps=k.deps(rec.id),
+                          lock=k.lock(rec.user), state_block=k.state_keys(rec.user, getattr(rec, "run", None)),
+                          semwait=k.semwait(rec.kind, rec.user), hi_keys=k.hi_keys(rec.user),
+                          after_deps=[k.deps(d) for d in rec.after], id=rec.id, retention=self.retention_s,
+                          lock_ttl=self.lock_ttl_ms, user=rec.user)
         with translated(self.url):
-            res = [records.s(x) or "" for x in
-                   self._scripts["cancel"](keys=keys, args=[rec.id, self.retention_s, self.lock_ttl_ms, rec.user])]
+            res = [records.s(x) or "" for x in self._scripts["cancel"](keys=call.keys(), args=call.args())]
         if res[0] == "missing":
             raise NotFound(f"no such job: {job_id}")
         return CancelResult(rec.id, res[0], res[1] if len(res) > 1 else None)
@@ -348,13 +351,14 @@ class Client:
         k = self.k
         with translated(self.url):
             user, kind, ids = self._run_head(run_id)
-            keys = [k.run(run_id), k.runjobs(run_id), k.run_events(run_id), k.runwait(run_id), k.events, k.active,
-                    k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.delayed, k.finished, k.wait(user),
-                    k.waitusers, k.lock(user), k.semwait(kind, user), k.inready_hi, k.hibacklog(user)]
-            for j in ids:
-                keys += [k.job(j), k.deps(j)]
-            res = [records.s(x) or "" for x in self._scripts["run_cancel"](
-                keys=keys, args=[run_id, self.retention_s, self.lock_ttl_ms, user])]
+            call = RunCancelCall(run=k.run(run_id), runjobs=k.runjobs(run_id), run_events=k.run_events(run_id),
+                                 runwait=k.runwait(run_id), events=k.events, active=k.active, inready=k.inready,
+                                 backlog=k.backlog(user), ready_hi=k.ready_hi, ready_lo=k.ready_lo,
+                                 delayed=k.delayed, finished=k.finished, wait=k.wait(user), waitusers=k.waitusers,
+                                 lock=k.lock(user), semwait=k.semwait(kind, user), inready_hi=k.inready_hi,
+                                 hibacklog=k.hibacklog(user), per_job=[x for j in ids for x in (k.job(j), k.deps(j))],
+                                 run_id=run_id, retention=self.retention_s, lock_ttl=self.lock_ttl_ms, user=user)
+            res = [records.s(x) or "" for x in self._scripts["run_cancel"](keys=call.keys(), args=call.args())]
         if res[0] == "missing":
             raise NotFound(f"no such run: {run_id}")
         if res[0] == "already":
@@ -368,11 +372,13 @@ class Client:
         k = self.k
         with translated(self.url):
             user, _kind, ids = self._run_head(run_id)
-            keys = [k.run(run_id), k.runjobs(run_id), k.run_events(run_id), k.runwait(run_id), k.events, k.active,
-                    k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.finished, k.inready_hi, k.hibacklog(user),
-                    *(k.job(j) for j in ids)]
-            res = [records.s(x) or "" for x in self._scripts["run_retry"](
-                keys=keys, args=[run_id, self.retention_s, "1" if cancelled else "0", user])]
+            call = RunRetryCall(run=k.run(run_id), runjobs=k.runjobs(run_id), run_events=k.run_events(run_id),
+                                runwait=k.runwait(run_id), events=k.events, active=k.active, inready=k.inready,
+                                backlog=k.backlog(user), ready_hi=k.ready_hi, ready_lo=k.ready_lo,
+                                finished=k.finished, inready_hi=k.inready_hi, hibacklog=k.hibacklog(user),
+                                per_job=[k.job(j) for j in ids], run_id=run_id, retention=self.retention_s,
+                                cancelled="1" if cancelled else "0", user=user)
+            res = [records.s(x) or "" for x in self._scripts["run_retry"](keys=call.keys(), args=call.args())]
         if res[0] == "missing":
             raise NotFound(f"no such run: {run_id}")
         if res[0] == "nothing":

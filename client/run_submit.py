@@ -32,6 +32,7 @@ import redis
 
 from tender_pool.store.replication import wait_replicated
 from tender_pool.store.keys import Keys
+from tender_pool.store.script_args import RunAbortCall, RunQueueCall, RunSubmitCall, ScriptCall
 from tender_pool.store.submission import BadInput, run_job_id
 
 from tender_pool.client import items as _items, records
@@ -82,9 +83,10 @@ class RunWriter:
         self.replicas, self.wait_ms, self.stage_ttl_ms = replicas, wait_ms, stage_ttl_ms
         self.tries = tries  # the housekeeper passes 1: its loop backs off itself, its heartbeat must not wait
 
-    def _call(self, name: str, keys: list[str], args: list[Any]) -> list[str]:
+    def _call(self, call: ScriptCall) -> list[str]:
         """One script call, replicated as configured, sent again after a lost reply (every script
         here is idempotent: see the module docstring)."""
+        name, keys, args = call.SCRIPT, call.keys(), call.args()
         for n in range(self.tries):
             try:
                 res = wait_replicated(self.r, self.replicas, self.wait_ms,
@@ -110,19 +112,22 @@ class RunWriter:
         d = digest(user, kind, priority, max_parallel, overwrite, items)
         encoded = [msgspec.json.encode(it.payload) for it in items]
         total = len(items)
-        head = [k.run(run_id), k.runjobs(run_id), k.runs, k.userruns(user), k.run_events(run_id), k.events,
-                k.runqueue]
-        opts = [run_id, user, kind, priority, max_parallel, "1" if overwrite else "0", retention_s, d, total]
         pos = self._resume_at(run_id, d)
         restarts = 0
         while pos is not None and pos < total:
             first, end = next(chunks(encoded, pos))
-            keys, args = list(head), [*opts, first, self.stage_ttl_ms]
+            jobs: list[str] = []
+            values: list[Any] = []
             for i in range(first, end):
                 jid = run_job_id(run_id, i + 1)
-                keys.append(k.job(jid))
-                args += [jid, items[i].key, encoded[i], "" if overwrite else hash_of(kind, items[i].payload)]
-            res = self._call("run_submit", keys, args)
+                jobs.append(k.job(jid))
+                values += [jid, items[i].key, encoded[i], "" if overwrite else hash_of(kind, items[i].payload)]
+            res = self._call(RunSubmitCall(
+                run=k.run(run_id), runjobs=k.runjobs(run_id), runs=k.runs, userruns=k.userruns(user),
+                run_events=k.run_events(run_id), events=k.events, runqueue=k.runqueue, per_item=jobs, run_id=run_id,
+                user=user, kind=kind, priority=priority, max_parallel=max_parallel,
+                overwrite="1" if overwrite else "0", retention=retention_s, digest=d, total=total, first=first,
+                staging=self.stage_ttl_ms, per_item_values=values))
             if res[0] in ("staged", "at"):
                 pos = int(res[1])
             elif res[0] in ("sealed", "legacy"):
@@ -159,13 +164,15 @@ class RunWriter:
         if user is None:
             self.r.zrem(k.runqueue, run_id)
             return True, 0
-        keys = [k.run(run_id), k.runjobs(run_id), k.run_events(run_id), k.runwait(run_id), k.events, k.active,
-                k.inready, k.backlog(user), k.ready_hi, k.ready_lo, k.finished, k.runqueue, k.inready_hi,
-                k.hibacklog(user)]
+        call = RunQueueCall(run=k.run(run_id), runjobs=k.runjobs(run_id), run_events=k.run_events(run_id),
+                            runwait=k.runwait(run_id), events=k.events, active=k.active, inready=k.inready,
+                            backlog=k.backlog(user), ready_hi=k.ready_hi, ready_lo=k.ready_lo, finished=k.finished,
+                            runqueue=k.runqueue, inready_hi=k.inready_hi, hibacklog=k.hibacklog(user), base=k.base,
+                            run_id=run_id, at_most=QUEUE_JOBS, retention=retention_s)
         calls = 0
         while max_calls is None or calls < max_calls:
             calls += 1
-            res = self._call("run_queue", keys, [k.base, run_id, QUEUE_JOBS, retention_s])
+            res = self._call(call)
             if res[0] != "more":
                 return res[0] != "unsealed", calls
         return False, calls
@@ -173,8 +180,9 @@ class RunWriter:
     def abort(self, run_id: str, d: str) -> None:
         """Take back what this submission staged of an unsealed run, a bounded chunk a call."""
         k = self.k
-        while self._call("run_abort", [k.run(run_id), k.runjobs(run_id)],
-                         [k.base, run_id, d, STAGE_ITEMS * 4])[0] == "more":
+        call = RunAbortCall(run=k.run(run_id), runjobs=k.runjobs(run_id), base=k.base, run_id=run_id, digest=d,
+                            at_most=STAGE_ITEMS * 4)
+        while self._call(call)[0] == "more":
             pass
 
 

@@ -20,6 +20,7 @@ import msgspec
 import redis
 
 from tender_pool.store import scripts
+from tender_pool.store.script_args import DepwaitsCountCall
 from tender_pool.store.connection import connect
 
 from tender_pool.client import consumer
@@ -265,10 +266,10 @@ def _run_event(raw: bytes) -> tuple[str, str, str, int] | None:
 class QueueProbe:
     """Queue figures from Redis, in two pipelines whose cost does not grow with the queue or the
     history: list lengths, ZCARD, ZCOUNT of the failed index (``finished:state:failed`` over the
-    retention window: lib.lua's ``on_terminal`` keeps it, the housekeeper's ``history_index.trim``
-    trims it), wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
-    with parked jobs and per user with queued jobs of either class (their backlogs: ``inready`` and
-    ``inready:hi`` name them).
+    retention window: lib/terminal.lua's ``on_terminal`` keeps it, the housekeeper's
+    ``history_index.trim`` trims it), wake tokens looked for only near ready:lo's pop end
+    (``WAKE_SCAN``), and one LLEN per user with parked jobs and per user with queued jobs of either
+    class (their backlogs: ``inready`` and ``inready:hi`` name them).
     """
 
     # Wake tokens are pushed at ready:lo's pop end and taken by the next claim: one is found this
@@ -343,7 +344,10 @@ class QueueProbe:
         n_procs, n_waits = len(procs), len(procs) + len(users)
         n_lo = n_waits + len(fair_users)
         dep_ids = [d.decode("utf-8", "replace") for d in deps]
-        by_dep = int(self._depwaits(keys=[k.depwaits, *(k.deps(d) for d in dep_ids)], args=dep_ids)) if dep_ids else 0
+        by_dep = 0
+        if dep_ids:
+            call = DepwaitsCountCall(depwaits=k.depwaits, deps=[k.deps(d) for d in dep_ids], ids=dep_ids)
+            by_dep = int(self._depwaits(keys=call.keys(), args=call.args()))
         return QueueStats(
             ready_hi=hi + sum(counts[n_lo:]),
             ready_lo=max(0, lo - len(wakes or [])) + sum(counts[n_waits:n_lo]),

@@ -6,8 +6,12 @@
  * `python model/record.py`). Each Lua script is ONE atomic block here, named `<script>.lua` in a
  * comment; every other step names the Python function it mirrors.
  *
- *   lib.lua          START_JOB, SETTLE_JOB, TAKE_JOB, CLAIM_ENTRY, PROMOTE_WAITER, RELEASE_LOCK,
- *                    ON_TERMINAL, SETSTATE (set_state)
+ *   lib/attempt.lua  START_JOB, SETTLE_JOB, TAKE_JOB, CLAIM_ENTRY, CLEAR_BUSY (the slot's hot path)
+ *   lib/lock.lua     PROMOTE_WAITER, RELEASE_LOCK
+ *   lib/terminal.lua ON_TERMINAL
+ *   lib/state.lua    SETSTATE (set_state)
+ *   lib/classes.lua  push_front, park_entry: the rdy, wt and dp counts (lists as multisets)
+ *   lib/base.lua     TERMINAL
  *   take.lua         TAKE: take_job with the entry a BLMOVE gave      (Slot, label take)
  *   settle_take.lua  SETTLE_TAKE: settle_job, then take_job            (Slot, label settle)
  *   settle.lua       SETTLE: settle_job                                (Slot, label settle, aborting)
@@ -214,14 +218,14 @@ HIDDEN byte ci, x, u, rsv, nj, sk, adp, sres;
 bit  pdone;
 
 /* ------------------------------------------------------------------------------------------- */
-/* lib.lua                                                                                      */
+/* lib/*.lua                                                                                    */
 
 #define WAITLEN(u) ((USER(0) == (u) -> wt[0] : 0) + (USER(1) == (u) -> wt[1] : 0) + (USER(2) == (u) -> wt[2] : 0))
 
 /* the claim stamp (`started` <id>) of the judged entry changed: HSET by a start, HDEL by an unclaim */
 #define RESTAMP(e) if :: (e) == rj -> rjs = 1 :: else -> skip fi
 
-/* lib.lua promote_waiter: LPOP the head of wait:<user> (any waiter: the model keeps no order),
+/* lib/lock.lua promote_waiter: LPOP the head of wait:<user> (any waiter: the model keeps no order),
  * reserve the lock for it ('r:<id>') and push it to ready; with no waiter, DEL the lock. */
 inline PROMOTE_WAITER(u, head) {
   head = NOJ;
@@ -239,7 +243,7 @@ inline PROMOTE_WAITER(u, head) {
   fi
 }
 
-/* lib.lua release_lock (release_held, conc 'lock'): GETDEL, put back if not ours */
+/* lib/lock.lua release_lock (release_held, conc 'lock'): GETDEL, put back if not ours */
 inline RELEASE_LOCK(u, t, head) {
   if
   :: (t != 0 && lk[u] == t) -> PROMOTE_WAITER(u, head)
@@ -247,7 +251,7 @@ inline RELEASE_LOCK(u, t, head) {
   fi
 }
 
-/* lib.lua on_terminal: wake the dependents (deps:<id> → ready) */
+/* lib/terminal.lua on_terminal: wake the dependents (deps:<id> → ready) */
 inline ON_TERMINAL(e) {
   for (ci : 0 .. NJ - 1) {
     if
@@ -257,12 +261,12 @@ inline ON_TERMINAL(e) {
   }
 }
 
-/* lib.lua clear_busy: the slot's busy state names this job: DEL it */
+/* lib/attempt.lua clear_busy: the slot's busy state names this job: DEL it */
 inline CLEAR_BUSY(w, e) {
   if :: bj[w] == (e) + 1 -> bj[w] = 0; bt[w] = 0 :: else -> skip fi
 }
 
-/* lib.lua set_state (the state field; counts, fairness, runs and events are not modelled):
+/* lib/state.lua set_state (the state field; counts, fairness, runs and events are not modelled):
  * a terminal state is never left (one terminal state per job) */
 #define SETSTATE(e, st) assert(!TERMINAL(js[e])); js[e] = st; \
   if :: (st) != RUNNING -> jp[e] = 0 :: else -> skip fi
@@ -276,7 +280,7 @@ inline ENQUEUE(e) {
   fi
 }
 
-/* lib.lua start_job: own retry, stale copy, cancel, max waits, dependencies, the user's lock or
+/* lib/attempt.lua start_job: own retry, stale copy, cancel, max waits, dependencies, the user's lock or
  * park, token; the caller's atomic step. `adp`: the answer adopts an attempt an earlier call with
  * this suffix started */
 inline UNCLAIM(L, e) {
@@ -360,7 +364,7 @@ inline START_JOB(L, e, t, res) {
   rsv = 0; x = 0; u = 0
 }
 
-/* lib.lua claim_entry: LMOVE ready:hi, else ready:lo → our list (any queued entry: no order) */
+/* lib/attempt.lua claim_entry: LMOVE ready:hi, else ready:lo → our list (any queued entry: no order) */
 inline CLAIM_ENTRY(L, e) {
   if
   :: rdy[0] > 0 -> e = 0
@@ -371,7 +375,7 @@ inline CLAIM_ENTRY(L, e) {
   if :: e != NOJ -> rdy[e]--; PL(L, e)++ :: else -> skip fi
 }
 
-/* lib.lua take_job. g: the entry a BLMOVE gave (NOJ: claim here); rt: a retry after a lost reply
+/* lib/attempt.lua take_job. g: the entry a BLMOVE gave (NOJ: claim here); rt: a retry after a lost reply
  * (adopt the first entry our list holds other than sk, the job just settled); t: the suffix.
  * Answers res (R_EMPTY, R_NOLEASE, or start_job's) for job e. */
 inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
@@ -416,7 +420,7 @@ inline TAKE_JOB(tL, tg, trt, tsk, tt, te, tres) {
   if :: tres == R_NONE -> START_JOB(tL, te, tt, tres) :: else -> skip fi
 }
 
-/* lib.lua settle_job: fenced by the token (then LREM proc 0 id: never leave a stale copy);
+/* lib/attempt.lua settle_job: fenced by the token (then LREM proc 0 id: never leave a stale copy);
  * release the lock (promote the head waiter); the verdict */
 inline SETTLE_JOB(L, e, t, v, res) {
   u = USER(e);
@@ -478,7 +482,8 @@ inline SETTLE_TAKE(qL, qe, qt, qv, qrt, qnt, qn, qres, qnres) {
 
 /* requeue.lua: re-check the owner is dead (check: l.15) and, for a deadline, that the claim stamp
  * is still the judged one (stp: l.16), the entry is still there; LREM it; running and owned
- * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry; a job with no
+ * elsewhere (owned_elsewhere: its `proc` is another list that still holds the entry, and a
+ * processing list of this queue, lib/keys.lua proc_parts: every jp of the model is; a job with no
  * `proc`, started before it existed: its `worker` is not the list's, slot OWNER(L), and that
  * worker's busy state names this job at its current attempt) → only this duplicate entry goes
  * ('gone': no HDEL started, job untouched); else HDEL started; running → release its lock, count

@@ -1,4 +1,4 @@
-"""Record the SHA-256 of every Lua script the model mirrors into model/mirrors.json.
+"""Record the SHA-256 of every Lua script and lib part the model mirrors into model/mirrors.json.
 
 Run after re-checking the model against a changed script (tests/model/test_mirrors.py names the
 script and the model step to re-check):  python model/record.py [--modeled-at <commit>]
@@ -45,12 +45,20 @@ def stale(root: Path = ROOT) -> dict[str, tuple[str, str]]:
     return out
 
 
+def on_disk(root: Path = ROOT) -> set[str]:
+    """Every script in store/lua and every lib part in store/lua/lib (as ``lib/<part>``): the Lua
+    Redis runs is a script joined behind the parts it needs (store/scripts.py), so a part is
+    mirrored, or declared not modelled, on its own."""
+    lua = root / "store" / "lua"
+    return {p.stem for p in lua.glob("*.lua")} | {f"lib/{p.stem}" for p in (lua / "lib").glob("*.lua")}
+
+
 def unclassified(root: Path = ROOT) -> set[str]:
-    """Scripts in store/lua that are neither mirrored nor listed as not modelled (a new script must
+    """Scripts and lib parts that are neither mirrored nor listed as not modelled (a new one must
     be one or the other)."""
     data = load(root)
     known = set(data["scripts"]) | set(data["not_modeled"])
-    return {p.stem for p in (root / "store" / "lua").glob("*.lua")} - known
+    return on_disk(root) - known
 
 
 def _git(*args: str) -> str:

@@ -31,6 +31,17 @@ from tender_pool.store.records import (  # noqa: F401  (decode_job, Undecodable:
 from tender_pool.store.submission import BadInput, SubmitRequest, check_submit
 
 from tender_pool.store import scripts
+from tender_pool.store.script_args import (
+    CancelCall,
+    DeadletterCall,
+    EnqueueCall,
+    ProgressCall,
+    PromoteDueCall,
+    RequeueCall,
+    RequeueManyCall,
+    StampCall,
+    UnstickCall,
+)
 from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
     BadRecord,
     Empty,
@@ -94,7 +105,7 @@ class Queue:
         self.k = keys
         self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
-        # Script texts (each carries the lib.lua prelude, ~26 KB) are built and registered on first
+        # Script texts (each carries the lib parts it needs, up to ~38 KB) are built and registered on first
         # use: every slot and the supervisor make a Queue, and each uses only a few of them.
         self._texts = _LazyTexts()  # the slot's hot path, sent by the FastLane
         self._scripts = _LazyScripts(client)
@@ -111,9 +122,8 @@ class Queue:
     def enqueue(self, req: SubmitRequest) -> tuple[bool, str, str]:
         """Queue a job; returns (created, id, state). The same id twice queues one job."""
         job_id = req.id or secrets.token_hex(8)
-        keys = [self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, self.k.ready_lo,
-                *self.k.state_keys(req.user), *self.k.hi_keys(req.user)]
-        args = [job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), ""]
+        call = self._enqueue_call(job_id, req, self.k.ready_lo, "")
+        keys, args = call.keys(), call.args()
         if self.replicas <= 0:
             # no WAIT: one EVALSHA, not a pipeline (whose SCRIPT EXISTS costs a command per submit)
             created, state = self._scripts["enqueue"](keys=keys, args=args)
@@ -123,17 +133,20 @@ class Queue:
             )[0]
         return bool(created), job_id, _s(state) or ""
 
+    def _enqueue_call(self, job_id: str, req: SubmitRequest, proc: str, raw: bytes | str) -> EnqueueCall:
+        k = self.k
+        return EnqueueCall(job=k.job(job_id), ready=k.ready(req.priority), ready_lo=k.ready_lo, proc=proc,
+                           state_block=k.state_keys(req.user), hi_keys=k.hi_keys(req.user), id=job_id,
+                           kind=req.kind, user=req.user, payload=_json.encode(req.payload), priority=req.priority,
+                           after=_json.encode(req.after), raw=raw)
+
     def adopt(self, proc: str, raw: bytes, req: SubmitRequest) -> str:
         """Turn a raw JSON entry a producer pushed onto ``ready`` into a job, at the front."""
         job_id = req.id or secrets.token_hex(8)
+        call = self._enqueue_call(job_id, req, proc, raw)
         wait_replicated(
             self.r, self.replicas, self.wait_ms,
-            lambda p: self._scripts["enqueue"](
-                keys=[self.k.job(job_id), self.k.ready(req.priority), self.k.ready_lo, proc,
-                      *self.k.state_keys(req.user), *self.k.hi_keys(req.user)],
-                args=[job_id, req.kind, req.user, _json.encode(req.payload), req.priority, _json.encode(req.after), raw],
-                client=p,
-            ),
+            lambda p: self._scripts["enqueue"](keys=call.keys(), args=call.args(), client=p),
         )
         return job_id
 
@@ -142,28 +155,20 @@ class Queue:
         return decode_job(h) if h else None
 
     def cancel(self, job: JobRecord, retention_s: int, lock_ttl_ms: int) -> list[str]:
-        keys = [
-            self.k.job(job.id),
-            self.k.ready_hi,
-            self.k.ready_lo,
-            self.k.wait(job.user),
-            self.k.waitusers,
-            self.k.delayed,
-            self.k.finished,
-            self.k.deps(job.id),
-            self.k.lock(job.user),
-            *self.k.state_keys(job.user, job.run),
-            self.k.semwait(job.kind, job.user),
-            *self.k.hi_keys(job.user),
-            *(self.k.deps(d) for d in job.after),
-        ]
-        res = self._scripts["cancel"](keys=keys, args=[job.id, retention_s, lock_ttl_ms, job.user])
+        k = self.k
+        call = CancelCall(job=k.job(job.id), ready_hi=k.ready_hi, ready_lo=k.ready_lo, wait=k.wait(job.user),
+                          waitusers=k.waitusers, delayed=k.delayed, finished=k.finished, deps=k.deps(job.id),
+                          lock=k.lock(job.user), state_block=k.state_keys(job.user, job.run),
+                          semwait=k.semwait(job.kind, job.user), hi_keys=k.hi_keys(job.user),
+                          after_deps=[k.deps(d) for d in job.after], id=job.id, retention=retention_s,
+                          lock_ttl=lock_ttl_ms, user=job.user)
+        res = self._scripts["cancel"](keys=call.keys(), args=call.args())
         return [_s(x) or "" for x in res]
 
     # --- the slot's path: claim → start → settle ---------------------------------------------------
 
     def _attempt_keys(self, proc: str, job: JobRecord) -> list[str]:
-        """KEYS[1..19] shared by start.lua, settle.lua and requeue.lua (their headers name them)."""
+        """KEYS[1..19] shared by start.lua and settle.lua (their headers name them)."""
         return self._job_keys(proc, job.id, job.user, job.kind, job.run)
 
     def _job_keys(self, proc: str, job_id: str, user: str, kind: str, run: str | None) -> list[str]:
@@ -383,12 +388,9 @@ class Queue:
         """One job_progress event (progress.lua), fenced by the attempt token. False when fenced."""
         k = self.k
         r = job.run or "-"
-        res = self.fast.script(
-            self._texts["progress"],
-            [k.job(job.id), k.run(r), k.run_events(r), k.events],
-            [job.id, token, _json.encode(event)],
-        )
-        return bool(res)
+        call = ProgressCall(job=k.job(job.id), run=k.run(r), run_events=k.run_events(r), events=k.events, id=job.id,
+                            token=token, progress=_json.encode(event))
+        return bool(self.fast.script(self._texts["progress"], call.keys(), call.args()))
 
     def attempt_end(self, job_id: str) -> tuple[str, int, str]:
         """(state, attempts, error kind) of a job now: after a settle answered ``fenced`` on a retry,
@@ -409,13 +411,12 @@ class Queue:
         user = run = None
         if raw_hash:
             user, run = _s(raw_hash.get(b"user")), _s(raw_hash.get(b"run"))
-        return bool(
-            self._scripts["deadletter"](
-                keys=[proc, self.k.dead, self.k.job(job_id), self.k.finished, self.k.deps(job_id), self.k.ready_lo,
-                      *self.k.state_keys(user or "-", run), *self.k.hi_keys(user or "-")],
-                args=[entry, reason, retention_s, dump, entry.decode("utf-8", "backslashreplace")],
-            )
-        )
+        k = self.k
+        call = DeadletterCall(proc=proc, dead=k.dead, job=k.job(job_id), finished=k.finished, deps=k.deps(job_id),
+                              ready_lo=k.ready_lo, state_block=k.state_keys(user or "-", run),
+                              hi_keys=k.hi_keys(user or "-"), entry=entry, reason=reason, retention=retention_s,
+                              job_hash=dump, entry_utf8=entry.decode("utf-8", "backslashreplace"))
+        return bool(self._scripts["deadletter"](keys=call.keys(), args=call.args()))
 
     # --- recovery ---------------------------------------------------------------------------------
 
@@ -436,22 +437,26 @@ class Queue:
         """requeue.lua for one entry; ``stamp``: the claim stamp the caller judged too old (the
         script leaves the entry alone if it has another by now)."""
         fields = self.r.hmget(self.k.job(_s(entry) or ""), "user", "kind", "run")
-        keys, args = self._requeue_call(proc, entry, fields, reason, crash_cap, lock_ttl_ms, retention_s,
-                                        owner_host, owner_incarnation, list_dead, stamp)
-        return _s(self._scripts["requeue"](keys=keys, args=args)[0]) or ""
+        call = self._requeue_call(proc, entry, fields, reason, crash_cap, lock_ttl_ms, retention_s,
+                                  owner_host, owner_incarnation, list_dead, stamp)
+        return _s(self._scripts["requeue"](keys=call.keys(), args=call.args())[0]) or ""
 
     def _requeue_call(self, proc: str, entry: bytes, fields: list, reason: str, crash_cap: int, lock_ttl_ms: int,
                       retention_s: int, owner_host: str, owner_incarnation: str, list_dead: bool,
-                      stamp: int | None) -> tuple[list[str], list]:
-        """requeue.lua's keys and arguments for ``entry``, from its job's (user, kind, run)."""
+                      stamp: int | None) -> RequeueCall:
+        """requeue.lua's call for ``entry``, from its job's (user, kind, run)."""
         user, kind, run = (_s(v) for v in fields)
         user = user or ""
+        job_id = _s(entry) or ""
         k = self.k
-        keys = [*self._job_keys(proc, _s(entry) or "", user, kind or "-", run), k.proclists, k.host(owner_host or "-"),
-                k.ready_hi]
-        args = [entry, reason, owner_incarnation, crash_cap, lock_ttl_ms, retention_s, user, "1" if list_dead else "0",
-                "" if stamp is None else stamp]
-        return keys, args
+        return RequeueCall(proc=proc, job=k.job(job_id), started=k.started, lock=k.lock(user), wait=k.wait(user),
+                           waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job_id),
+                           state_block=k.state_keys(user, run), sem=k.sem(kind or "-", user),
+                           semwait=k.semwait(kind or "-", user), proclists=k.proclists,
+                           host=k.host(owner_host or "-"), ready_hi=k.ready_hi, base=k.base, entry=entry,
+                           reason=reason, owner_incarnation=owner_incarnation, crash_cap=crash_cap,
+                           lock_ttl=lock_ttl_ms, retention=retention_s, user=user,
+                           list_dead="1" if list_dead else "0", stamp="" if stamp is None else stamp)
 
     # Entries per requeue_many.lua call (of one list; ~4 ms of Redis for 100 running jobs), and per
     # round trip (in as many calls as that takes, of any lists): Redis serves other clients between
@@ -486,40 +491,43 @@ class Queue:
         for proc, _, _ in lists:
             pipe.lrange(proc, 0, -1)
         read = pipe.execute()
-        calls: list[tuple[int, list, list]] = []  # (index in lists, keys, entries)
+        calls: list[tuple[int, RequeueManyCall]] = []  # (index in lists, the call)
         for i, ((proc, owner_host, owner_incarnation), entries) in enumerate(zip(lists, read)):
-            keys = [proc, k.started, k.waitusers, k.ready_lo, k.finished, k.events, k.active, k.inready,
-                    k.proclists, k.host(owner_host or "-"), k.ready_hi]
-            calls += [(i, keys, entries[at : at + self.REQUEUE_MANY_CALL])
-                      for at in range(0, len(entries), self.REQUEUE_MANY_CALL)]
+            calls += [(i, RequeueManyCall(
+                proc=proc, started=k.started, waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished,
+                events=k.events, active=k.active, inready=k.inready, proclists=k.proclists,
+                host=k.host(owner_host or "-"), ready_hi=k.ready_hi, base=k.base, reason=reason,
+                owner_incarnation=owner_incarnation, crash_cap=crash_cap, lock_ttl=lock_ttl_ms,
+                retention=retention_s, list_dead="1" if list_dead else "0",
+                entries=entries[at : at + self.REQUEUE_MANY_CALL]))
+                for at in range(0, len(entries), self.REQUEUE_MANY_CALL)]
         out: list[list[tuple[str, str]]] = [[] for _ in lists]
-        trip: list[tuple[int, list, list]] = []
+        trip: list[tuple[int, RequeueManyCall]] = []
 
         def send() -> None:
-            heads = [[k.base, reason, lists[i][2], crash_cap, lock_ttl_ms, retention_s, "1" if list_dead else "0"]
-                     for i, _, _ in trip]
             if len(trip) == 1:
-                replies = [script(keys=trip[0][1], args=heads[0] + trip[0][2])]
+                replies = [script(keys=trip[0][1].keys(), args=trip[0][1].args())]
             else:
                 # EVALSHA itself, not the Script on a pipeline (a SCRIPT EXISTS round trip each time);
                 # a call Redis did not know the script for (restarted, flushed) did nothing: it is
                 # made again alone, which loads the script
                 p = self.r.pipeline(transaction=False)
-                for (_, keys, batch), head in zip(trip, heads):
-                    p.evalsha(script.sha, len(keys), *keys, *head, *batch)
+                for _, c in trip:
+                    keys = c.keys()
+                    p.evalsha(script.sha, len(keys), *keys, *c.args())
                 replies = p.execute(raise_on_error=False)
-                for n, ((_, keys, batch), head) in enumerate(zip(trip, heads)):
+                for n, (_, c) in enumerate(trip):
                     if isinstance(replies[n], redis.exceptions.NoScriptError):
-                        replies[n] = script(keys=keys, args=head + batch)
+                        replies[n] = script(keys=c.keys(), args=c.args())
                     elif isinstance(replies[n], Exception):
                         raise replies[n]
-            for (i, _, batch), verdicts in zip(trip, replies):
-                out[i] += [(_s(e) or "", _s(v) or "") for e, v in zip(batch, verdicts)]
+            for (i, c), verdicts in zip(trip, replies):
+                out[i] += [(_s(e) or "", _s(v) or "") for e, v in zip(c.entries, verdicts)]
 
         size = 0
         for call in calls:
             trip.append(call)
-            size += len(call[2])
+            size += len(call[1].entries)
             if size >= self.REQUEUE_MANY_TRIP:
                 send()
                 trip, size = [], 0
@@ -538,20 +546,20 @@ class Queue:
         return out
 
     def stamp(self, proc: str) -> tuple[int, list[tuple[bytes, int]]]:
-        res = self._scripts["stamp"](keys=[proc, self.k.started])
+        res = self._scripts["stamp"](keys=StampCall(proc=proc, started=self.k.started).keys())
         now = int(res[0])
         pairs = [(res[i], int(res[i + 1])) for i in range(1, len(res), 2)]
         return now, pairs
 
     def promote_due(self, batch: int = 200) -> int:
-        return int(self._scripts["promote_due"](keys=[self.k.delayed, self.k.ready_lo, self.k.ready_hi], args=[batch]))
+        call = PromoteDueCall(delayed=self.k.delayed, ready_lo=self.k.ready_lo, ready_hi=self.k.ready_hi, batch=batch)
+        return int(self._scripts["promote_due"](keys=call.keys(), args=call.args()))
 
     def unstick(self, user: str, lock_ttl_ms: int) -> str:
         k = self.k
-        res = self._scripts["unstick"](
-            keys=[k.lock(user), k.wait(user), k.waitusers, k.ready_lo, k.ready_hi], args=[user, lock_ttl_ms]
-        )
-        return _s(res) or ""
+        call = UnstickCall(lock=k.lock(user), wait=k.wait(user), waitusers=k.waitusers, ready_lo=k.ready_lo,
+                           ready_hi=k.ready_hi, user=user, lock_ttl=lock_ttl_ms)
+        return _s(self._scripts["unstick"](keys=call.keys(), args=call.args())) or ""
 
     def poll_attempt(self, job_id: str, token: str) -> str | None:
         """Once a second while a job runs: "cancel" when it was cancelled, "fenced" when its token is

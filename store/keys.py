@@ -1,8 +1,10 @@
 """Every Redis key name tender-pool uses, in one place.
 
 All keys share the hash tag ``{<queue>}`` (``tp:{tender_parse}:…``) so that every Lua script touches
-one Redis Cluster slot; scripts receive every key as KEYS and never build names themselves. The price,
-stated plainly: the whole pool lives on one shard.
+one Redis Cluster slot; scripts receive every key as KEYS. A script that learns a name's parts only
+from data (a job's user read in the same step) gets the base in KEYS and builds the name through
+``lua/lib/keys.lua``, which spells what this class spells (tests/store/test_key_names.py compares
+the two in a real Redis). The price, stated plainly: the whole pool lives on one shard.
 
 | key | type | what |
 |---|---|---|
@@ -14,7 +16,7 @@ stated plainly: the whole pool lives on one shard.
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
 | ``wait:<user>`` | list | the user's parked job ids: interactive ones (``!<id>``) first, each class FIFO |
 | ``waitusers`` | set | users with parked jobs (for the lost-promotion sweep) |
-| ``deps:<id>`` | list | jobs parked until ``<id>`` ends (``!<id>``: an interactive one, lib.lua ``park_entry``) |
+| ``deps:<id>`` | list | jobs parked until ``<id>`` ends (``!<id>``: an interactive one, lib/classes.lua ``park_entry``) |
 | ``delayed`` | zset | job id → due ms, business retries with backoff |
 | ``dead`` | list | dead-letter entries ``{raw, reason, at}`` |
 | ``host:<host>`` | string | liveness of a host's supervisor: ``Owner.holder`` (incarnation, boot id, pid), PX 3 × heartbeat |
@@ -23,7 +25,7 @@ stated plainly: the whole pool lives on one shard.
 | ``busy:<worker id>`` | string | a slot's running attempt (``records.BusyState`` JSON), PX longest timeout + 120 s |
 | ``slots:<host>`` | string | a host's slot table (``status_protocol.HostSlots`` JSON), PX 3 × heartbeat, for ``status --redis`` |
 | ``depwaits`` | set | ids that have a ``deps:<id>`` list (parked dependents), so counting them needs no SCAN |
-| ``active`` | hash | user → running attempts (±1 on entering/leaving ``running``, lib.lua ``set_state``) |
+| ``active`` | hash | user → running attempts (±1 on entering/leaving ``running``, lib/state.lua ``set_state``) |
 | ``inready`` | hash | user → id of the user's one "fair" entry in ``ready:lo`` (or parked behind its user) |
 | ``backlog:<user>`` | list | the user's further bulk job ids, FIFO (RPUSH / LPOP); one goes to ``ready:lo`` when the fair entry starts or ends |
 | ``inready:hi`` / ``hibacklog:<user>`` | hash / list | the same for interactive jobs and ``ready:hi`` (round robin across users inside the class) |
@@ -45,6 +47,8 @@ stated plainly: the whole pool lives on one shard.
 """
 
 from __future__ import annotations
+
+import re
 
 import msgspec
 
@@ -68,7 +72,7 @@ class Keys:
         self.reaper = f"{self.base}:reaper"
         self.finished = f"{self.base}:finished"
         self.hosts = f"{self.base}:hosts"  # zset: host id → its last heartbeat (ms): who to look up for status
-        # history indexes beside ``finished`` (lib.lua on_terminal builds the same names from it)
+        # history indexes beside ``finished`` (lib/terminal.lua on_terminal builds the same names from it, through lib/keys.lua)
         self.finished_trim = f"{self.finished}:trim"  # zset: index member → a score at or below its oldest entry
         self.finished_catch_up = f"{self.finished}:catch_up"  # string: finish ms indexed up to, or "done"
 
@@ -82,6 +86,15 @@ class Keys:
 
     def proc(self, host_id: str, incarnation: str, slot: int, seq: int) -> str:
         return f"{self.base}:proc:{host_id}:{incarnation}:{slot}.{seq}"
+
+    def proc_parts(self, name: str) -> tuple[str, str, int, int] | None:
+        """``proc``'s inverse: (host id, incarnation, slot, seq) of a processing list of this base,
+        None for any other name (lib/keys.lua ``proc_parts`` reads a name the same way)."""
+        head = f"{self.base}:proc:"
+        if not name.startswith(head):
+            return None
+        m = re.fullmatch(r"([^:]+):([^:]+):([0-9]+)\.([0-9]+)", name[len(head):])
+        return (m[1], m[2], int(m[3]), int(m[4])) if m else None
 
     @property
     def proc_pattern(self) -> str:
@@ -122,7 +135,7 @@ class Keys:
     def depwaits(self) -> str:
         return f"{self.base}:depwaits"
 
-    # --- fairness, concurrency and runs (lib.lua ``set_state``) --------------------------------------
+    # --- fairness, concurrency and runs (lib/state.lua ``set_state``) --------------------------------
 
     @property
     def active(self) -> str:
@@ -172,7 +185,7 @@ class Keys:
 
     def hi_keys(self, user: str) -> list[str]:
         """The interactive class's fair keys every script that queues or starts a job takes as one
-        block (lib.lua ``with_hi``): ready:hi, inready:hi, hibacklog:<user>."""
+        block (lib/ctx.lua ``with_hi``): ready:hi, inready:hi, hibacklog:<user>."""
         return [self.ready_hi, self.inready_hi, self.hibacklog(user)]
 
     def sem(self, kind: str, user: str) -> str:
@@ -200,7 +213,7 @@ class Keys:
         return f"{self.base}:done:{kind}:{user}:{input_hash}"
 
     def state_keys(self, user: str, run_id: str | None = None) -> list[str]:
-        """The 8 keys every script that changes a job's state takes as one block (lib.lua
+        """The 8 keys every script that changes a job's state takes as one block (lib/ctx.lua
         ``state_ctx``): events, active, inready, backlog:<user>, then the job's run keys run:<run>,
         events:run:<run>, runwait:<run>, runjobs:<run> — ``run:-`` … placeholders for a plain job
         (never touched: the script reads the job's ``run`` field)."""

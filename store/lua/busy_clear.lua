@@ -3,6 +3,7 @@
 -- KEYS[1] busy:<worker id>
 -- ARGV: 1 job id
 -- Returns 1 when deleted, 0 when absent or naming another job.
+-- needs: (no lib part)
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 local ok, st = pcall(cjson.decode, cur)

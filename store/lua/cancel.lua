@@ -10,6 +10,7 @@
 -- A cancelled fair entry passes the user's turn of its class to the next of its backlog (set_state).
 -- ARGV: 1 id, 2 retention s, 3 lock TTL ms, 4 user
 -- Returns {'cancelled'} | {'signalled'} | {'already', state} | {'missing'}
+-- needs: base, ctx, classes, state, terminal, lock
 local id = ARGV[1]
 local j = redis.call('HMGET', KEYS[1], 'state', 'run', 'key')
 local state = j[1]
@@ -18,7 +19,7 @@ if TERMINAL[state] then return {'already', state} end
 redis.call('HSET', KEYS[1], 'cancel', '1')
 if state == 'running' then return {'signalled'} end
 local ctx = with_hi(state_ctx(10, KEYS[1], id, ARGV[4], j[2], j[3], KEYS[3], ARGV[2]), 19)
--- (wait lists, semwait, runwait and deps hold an interactive job as '!' .. id: lib.lua park_entry)
+-- (wait lists, semwait, runwait and deps hold an interactive job as '!' .. id: lib/classes park_entry)
 local removed = redis.call('LREM', KEYS[2], 0, id) + redis.call('LREM', KEYS[3], 0, id)
   + unpark(KEYS[4], id) + redis.call('ZREM', KEYS[6], id, '!' .. id)
   + redis.call('LREM', ctx.backlog, 0, id) + redis.call('LREM', ctx.backlog_hi, 0, id) + unpark(KEYS[18], id)

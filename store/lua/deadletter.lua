@@ -9,6 +9,7 @@
 --   {raw: the entry as claimed (ARGV[5]), job: the job hash as a JSON object string, '' if none
 --    (ARGV[4]), reason: why it could not be decoded (ARGV[2]), at: Redis TIME ms}
 -- Returns 1 when moved, 0 when the entry was no longer in the list.
+-- needs: base, ctx, state, terminal
 local entry = ARGV[1]
 if not redis.call('LPOS', KEYS[1], entry) then return 0 end
 local now = now_ms()

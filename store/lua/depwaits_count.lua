@@ -8,6 +8,7 @@
 -- KEYS[1] depwaits  KEYS[2..n] deps:<id> for each id in ARGV, in the same order
 -- ARGV: the ids (members of depwaits the caller just read)
 -- Returns the number of parked dependents.
+-- needs: (no lib part)
 local total = 0
 for i = 1, #ARGV do
   local n = redis.call('LLEN', KEYS[i + 1])

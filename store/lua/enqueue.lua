@@ -11,6 +11,7 @@
 -- KEYS[13..15] the interactive class's keys (Keys.hi_keys(user)): ready:hi, inready:hi, hibacklog:<user>
 -- ARGV: 1 id, 2 kind, 3 user, 4 payload JSON, 5 priority, 6 after JSON, 7 raw entry to remove ('' none)
 -- Returns {1, 'queued'} when created, {0, <state>} when the id already exists (nothing queued).
+-- needs: base, ctx, classes, fairness, state
 if ARGV[7] ~= '' then redis.call('LREM', KEYS[4], 1, ARGV[7]) end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('HGET', KEYS[1], 'state')}

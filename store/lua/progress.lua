@@ -6,6 +6,7 @@
 -- ARGV: 1 job id, 2 attempt token, 3 JSON object {progress, message, chunk} (each optional; absent
 --       fields are written as null)
 -- Returns 1 when written, 0 when fenced.
+-- needs: events
 local v = redis.call('HMGET', KEYS[1], 'token', 'run', 'key', 'state')
 if v[1] ~= ARGV[2] or v[4] ~= 'running' then return 0 end
 local p = cjson.decode(ARGV[3])

@@ -6,13 +6,14 @@
 -- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<entry>
 -- KEYS[10..17] the state block of the job's user and run (Keys.state_keys(user, run))
 -- KEYS[18] sem:<kind>:<user>  KEYS[19] semwait:<kind>:<user>  KEYS[20] proclists  KEYS[21] host:<owner host>
--- KEYS[22] ready:hi
+-- KEYS[22] ready:hi  KEYS[23] the queue's base '<prefix>:{<queue>}' (lib/keys: names read from data)
 -- ARGV: 1 entry, 2 reason crash|drain|deadline|unclaim, 3 owner incarnation that must be gone ('' =
 --       the caller saw the death itself), 4 crash cap, 5 lock TTL ms, 6 retention s, 7 user,
 --       8 '1' if the list is dead (drop it from proclists once empty), 9 the claim stamp (ms) the
 --       caller judged too old ('' = none): another stamp now means the entry was started (or
 --       claimed again) since, so its attempt is young and is left alone
 -- Returns {'alive'} | {'gone'} | {'requeued'} | {'failed'} (crash cap reached) | {'raw'}
+-- needs: base, ctx, classes, keys, lock, state, terminal
 local entry, reason = ARGV[1], ARGV[2]
 if ARGV[3] ~= '' and redis.call('GET', KEYS[21]) == ARGV[3] then return {'alive'} end
 if (ARGV[9] or '') ~= '' and tonumber(redis.call('HGET', KEYS[3], entry)) ~= tonumber(ARGV[9]) then
@@ -32,19 +33,20 @@ if not redis.call('LPOS', KEYS[1], entry) then tidy() return {'gone'} end
 -- dead one's list is requeued by its own death path or the reaper, so nothing is stranded. This
 -- tells a worker's incarnations apart (one worker id, one busy key, a list each). Without the entry
 -- in that list (or with it our own) the job is requeued as before: a running job must keep an entry
--- in some list. A job started before `proc` existed has none: for it, the older evidence: its
--- `worker` is not this list's (KEYS[1] = <base>:proc:<host>:<incarnation>:<slot>.<n>, worker
--- <host>-slot<slot>) and that worker's busy state (busy:<worker>, spelt from KEYS[1]'s base as
--- take_job spells keys: one cluster slot) names the job at its current `attempts`.
+-- in some list (a `proc` that is no processing list of this base, lib/keys proc_parts, is none).
+-- A job started before `proc` existed has none: for it, the older evidence: its `worker` is not
+-- this list's (KEYS[1] = <base>:proc:<host>:<incarnation>:<slot>.<n>, worker <host>-slot<slot>) and
+-- that worker's busy state (busy:<worker>, lib/keys on KEYS[23]: one cluster slot) names the job
+-- at its current `attempts`.
 local function owned_elsewhere(proc, worker, attempts)
   if proc and proc ~= '' then
-    return proc ~= KEYS[1] and redis.call('LPOS', proc, entry) and true or false
+    return proc ~= KEYS[1] and proc_parts(KEYS[23], proc) and redis.call('LPOS', proc, entry) and true or false
   end
   local a = tonumber(attempts)
   if not worker or worker == '' or not a then return false end
-  local base, host, slot = string.match(KEYS[1], '^(.*):proc:([^:]+):[^:]+:(%d+)%.%d+$')
-  if not base or worker == host .. '-slot' .. slot then return false end
-  local cur = redis.call('GET', base .. ':busy:' .. worker)
+  local host, _, slot = proc_parts(KEYS[23], KEYS[1])
+  if not host or worker == host .. '-slot' .. slot then return false end
+  local cur = redis.call('GET', keyname(KEYS[23], 'busy', worker))
   if not cur then return false end
   local ok, st = pcall(cjson.decode, cur)
   return ok and type(st) == 'table' and st.job_id == entry and tonumber(st.attempt) == a

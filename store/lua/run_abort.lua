@@ -3,18 +3,19 @@
 -- too. Only a run still unsealed and still carrying this submission's digest is touched (a sealed
 -- run is never taken back), and of each job only a hash of this run staged at the run's
 -- created_at (never a job that was in the way).
--- KEYS[1] run:<run>  KEYS[2] runjobs:<run>
--- ARGV: 1 base '<prefix>:{<queue>}' (job:<id> is built from it as keys.py spells it), 2 run id,
---       3 digest, 4 at most this many jobs
+-- KEYS[1] run:<run>  KEYS[2] runjobs:<run>  KEYS[3] the queue's base '<prefix>:{<queue>}' (job:<id>
+--         is built on it by lib/keys)
+-- ARGV: 1 run id, 2 digest, 3 at most this many jobs
 -- Returns {'more'} | {'gone'} | {'kept'} (sealed, or another submission's: nothing done)
-local base, run_id, digest, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+-- needs: keys
+local base, run_id, digest, max = KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3])
 local h = redis.call('HMGET', KEYS[1], 'digest', 'staging', 'created_at')
 if not h[1] then return {'gone'} end
 if h[1] ~= digest or h[2] ~= '1' then return {'kept'} end
 local ids = redis.call('RPOP', KEYS[2], max)
 if ids then
   for _, id in ipairs(ids) do
-    local jk = base .. ':job:' .. id
+    local jk = keyname(base, 'job', id)
     local j = redis.call('HMGET', jk, 'run', 'created_at')
     if j[1] == run_id and j[2] == h[3] then redis.call('DEL', jk) end
   end

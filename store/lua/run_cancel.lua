@@ -12,6 +12,7 @@
 -- ARGV: 1 run id, 2 retention s, 3 lock TTL ms, 4 user
 -- Returns {'cancelled', n cancelled at once, n signalled (running or claimed)} |
 --         {'already', final state} (the run had ended: nothing changed) | {'missing'}
+-- needs: base, ctx, classes, events, runs, state, terminal, lock
 local run_id, retention, user = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local rstate = redis.call('HGET', KEYS[1], 'state')
 if not rstate then return {'missing'} end
@@ -35,7 +36,7 @@ for i = 0, njobs - 1 do
 end
 
 -- Lists a run's jobs wait in: rebuilt once each without them (not one LREM per job). Wait lists
--- hold an interactive job as '!' .. id (lib.lua park_entry).
+-- hold an interactive job as '!' .. id (lib/classes park_entry).
 local function strip(list)
   local items = redis.call('LRANGE', list, 0, -1)
   local keep, hit = {}, false

@@ -2,8 +2,8 @@
 -- run's cursor `queued_to`: each job still `queued` is either skipped — a completed job of the same
 -- user and kind with the same input hash is in retention (done:<kind>:<user>:<hash> names it) and
 -- the run is not `overwrite` — or queued: its staging expiry ends and it goes through the user's
--- fair entry and backlog of its class (lib.lua queue_job: one call per job, so the queuing rule
--- stays lib.lua's). A skipped job goes through set_state (run counts, job_skipped with
+-- fair entry and backlog of its class (lib/fairness queue_job: one call per job, so the queuing rule
+-- stays lib/fairness's). A skipped job goes through set_state (run counts, job_skipped with
 -- `skipped_from`, the run's end if it was the last) and on_terminal (every history index, dependents,
 -- retention), like every other terminal state. A job no longer `queued` (a `runs cancel` during the
 -- queuing) is left as it is. Any caller may move the cursor (the submitter, its retry, the
@@ -11,11 +11,12 @@
 -- KEYS[1] run:<run>  KEYS[2] runjobs:<run>  KEYS[3] events:run:<run>  KEYS[4] runwait:<run>
 -- KEYS[5] events  KEYS[6] active  KEYS[7] inready  KEYS[8] backlog:<user>  KEYS[9] ready:hi
 -- KEYS[10] ready:lo  KEYS[11] finished  KEYS[12] runqueue  KEYS[13] inready:hi  KEYS[14] hibacklog:<user>
--- The jobs' own keys (job:<id>, deps:<id>, done:<kind>:<user>:<hash>, job:<source>) are built from
--- ARGV[1] as store/keys.py spells them, under the same {queue} hash tag (as take.lua does).
--- ARGV: 1 base '<prefix>:{<queue>}', 2 run id, 3 at most this many jobs, 4 retention s
+-- KEYS[15] the queue's base '<prefix>:{<queue>}': the jobs' own keys (job:<id>, deps:<id>,
+--          done:<kind>:<user>:<hash>, job:<source>) are built on it by lib/keys, under its hash tag
+-- ARGV: 1 run id, 2 at most this many jobs, 3 retention s
 -- Returns {'more', queued_to} | {'done', total} | {'unsealed'} | {'missing'}
-local base, run_id, max, retention = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- needs: base, ctx, events, fairness, keys, state, terminal
+local base, run_id, max, retention = KEYS[15], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local h = redis.call('HMGET', KEYS[1], 'user', 'kind', 'priority', 'overwrite', 'queued_to', 'total', 'staging')
 if not h[1] then
   redis.call('ZREM', KEYS[12], run_id)
@@ -38,15 +39,15 @@ ctx.interactive = hi
 local rstate, counts = nil, nil
 
 for _, id in ipairs(ids) do
-  local jk = base .. ':job:' .. id
+  local jk = keyname(base, 'job', id)
   local j = redis.call('HMGET', jk, 'state', 'key', 'input_hash')
   if j[1] == 'queued' then
     ctx.job, ctx.id, ctx.item = jk, id, j[2] or ''
     local src, result = nil, nil
     if not overwrite and j[3] and j[3] ~= '' then
-      src = redis.call('GET', base .. ':done:' .. kind .. ':' .. user .. ':' .. j[3])
+      src = redis.call('GET', keyname(base, 'done', kind, user, j[3]))
       if src then
-        local sv = redis.call('HMGET', base .. ':job:' .. src, 'state', 'result')
+        local sv = redis.call('HMGET', keyname(base, 'job', src), 'state', 'result')
         if sv[1] == 'completed' then result = sv[2] or '' else src = nil end
       end
     end
@@ -54,7 +55,7 @@ for _, id in ipairs(ids) do
       ctx.skipped_from = src
       set_state(ctx, 'queued', 'skipped', {'result', result, 'skipped_from', src, 'finished_at', now}, true, now)
       ctx.skipped_from = nil
-      on_terminal(jk, base .. ':deps:' .. id, KEYS[10], KEYS[11], id, now, retention)
+      on_terminal(jk, keyname(base, 'deps', id), KEYS[10], KEYS[11], id, now, retention)
       rstate = nil  -- the counts moved: read again for the next job_queued
     else
       redis.call('PERSIST', jk)

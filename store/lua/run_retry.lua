@@ -9,6 +9,7 @@
 -- KEYS[14..] per job of the run: job:<id>
 -- ARGV: 1 run id, 2 retention s, 3 '1' to retry cancelled jobs too, 4 user
 -- Returns {'retried', n jobs queued again, run state} | {'nothing', run state} | {'missing'}
+-- needs: base, ctx, events, fairness, keys, state
 local run_id, retention, user = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local v = redis.call('HMGET', KEYS[1], 'state', 'priority')
 local rstate, prio = v[1], v[2] or 'bulk'
@@ -41,11 +42,11 @@ for _, t in ipairs(picked) do
   ctx.job, ctx.id, ctx.item = t.key, t.id, t.item
   set_state(ctx, t.state, 'queued', {'tries', 0, 'error', '', 'finished_at', '', 'cancel', '', 'token', ''}, false, now)
   redis.call('PERSIST', t.key)
-  -- out of the history at once, indexes included (lib.lua on_terminal): it is not finished now
+  -- out of the history at once, indexes included (lib/terminal on_terminal): it is not finished now
   redis.call('ZREM', KEYS[11], t.id)
-  redis.call('ZREM', KEYS[11] .. ':state:' .. t.state, t.id)
-  redis.call('ZREM', KEYS[11] .. ':user:' .. user, t.id)
-  if t.kind then redis.call('ZREM', KEYS[11] .. ':kind:' .. t.kind, t.id) end
+  redis.call('ZREM', finished_index(KEYS[11], 'state:' .. t.state), t.id)
+  redis.call('ZREM', finished_index(KEYS[11], 'user:' .. user), t.id)
+  if t.kind then redis.call('ZREM', finished_index(KEYS[11], 'kind:' .. t.kind), t.id) end
   queue_job(ctx, t.id, prio == 'interactive')
 end
 return {'retried', #picked, 'running'}

@@ -26,6 +26,7 @@
 --   stage) | {'at', staged} (the cursor is elsewhere: nothing written) | {'expired'} (no run hash and
 --   a chunk other than the first) | {'different'} (the run id exists with another digest) |
 --   {'collision', job id} | {'legacy', run state} (a run made before digests: returned as it is)
+-- needs: base, events
 local run_id, user, kind, prio = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local retention, digest, total, start = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
 local m = #KEYS - 7

@@ -16,6 +16,7 @@
 --       stores it as its input_hash (in place of the submit-time one) and under KEYS[22]
 -- A retry waits in `delayed` as its id, or '!' .. id for an interactive job (promote_due.lua).
 -- Returns {'ok', promoted waiter id or ''} | {'fenced'} when this attempt no longer owns the job.
+-- needs: base, attempt
 local block = {}
 for i = 10, 17 do block[#block + 1] = KEYS[i] end
 return settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],

@@ -13,6 +13,7 @@
 -- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
 -- the take answers the job the first call started ('run' with the same token); when that job is the
 -- settled one itself (requeued, then taken again at once), the settle answers 'ok' (promoted '').
+-- needs: base, attempt
 local block = {}
 for i = 10, 17 do block[#block + 1] = KEYS[i] end
 local now = now_ms()

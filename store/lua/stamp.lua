@@ -2,6 +2,7 @@
 -- died between BLMOVE and start.lua), so no entry is ever skipped for lack of a timestamp.
 -- KEYS[1] processing list  KEYS[2] started
 -- Returns {now, entry1, stamp1, entry2, stamp2, …}
+-- needs: base
 local now = now_ms()
 local out = {now}
 for _, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do

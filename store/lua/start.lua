@@ -20,6 +20,7 @@
 --         {'parked', 'user'|'dependency'|'run', user or dep id or run id} |
 --         {'ended', state, error kind, message} | {'stale', state} | {'missing'}
 --         (decoded by slots/queue.py into Run | Parked | Ended | Stale | Missing)
+-- needs: base, ctx, attempt
 local j = redis.call('HMGET', KEYS[2], 'state', 'cancel', 'waits', 'created_at', 'run', 'key', 'token',
   'attempts', 'started_at', 'priority')
 if not j[1] then return {'missing'} end

@@ -15,6 +15,7 @@
 --       per_user], "*": [...] for kinds this slot does not know}, 12 ms our lease must have left (0: no fence)
 -- Returns {'empty'} | {'nolease', entry} | {'raw', entry} | {'bad', entry, record} | {'job', entry, record, start answer}
 --   (lib.lua take_job; the start answer is start.lua's).
+-- needs: base, attempt
 return take_job(
   {proc = KEYS[1], hi = KEYS[2], lo = KEYS[3], started = KEYS[4], waitusers = KEYS[5], finished = KEYS[6],
    events = KEYS[7], active = KEYS[8], inready = KEYS[9], busy = KEYS[10], host = KEYS[11],

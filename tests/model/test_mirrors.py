@@ -53,19 +53,33 @@ def _copy(tmp: Path) -> Path:
     return tmp
 
 
+def _first_code_byte(text: bytes) -> int:
+    """The offset of the first letter of the first line that is not a comment."""
+    at = 0
+    for line in text.split(b"\n"):
+        if line and not line.startswith(b"--"):
+            return at + len(line) - len(line.lstrip())
+        at += len(line) + 1
+    raise AssertionError("no code")
+
+
 @pytest.mark.timeout(10)
 def test_a_changed_script_fails_the_check(tmp_path: Path) -> None:
     """The check above is not vacuous: in a copy of the tree, one changed byte in a mirrored
-    script (and nothing else) is what it reports; a removed script too; an unmirrored new one is
-    reported as unclassified."""
+    script or lib part (and nothing else) is what it reports; a removed script too; an unmirrored
+    new script or part is reported as unclassified."""
     root = _copy(tmp_path)
     assert record.stale(root) == {}
-    take = record.lua(root, "take")
-    before = take.read_bytes()
-    take.write_bytes(before.replace(b"min_lease = tonumber(ARGV[12])", b"min_lease = tonumber(ARGV[13])", 1))
-    assert take.read_bytes() != before
-    assert set(record.stale(root)) == {"take"}
+    for name in ("take", "lib/terminal"):
+        path = record.lua(root, name)
+        before = path.read_bytes()
+        at = _first_code_byte(before)  # e.g. `return` → `Return`
+        path.write_bytes(before[:at] + before[at : at + 1].swapcase() + before[at + 1 :])
+        assert len(path.read_bytes()) == len(before) and path.read_bytes() != before
+        assert set(record.stale(root)) == {name}
+        path.write_bytes(before)
     record.lua(root, "requeue").unlink()
     assert record.stale(root)["requeue"][1] == "missing"
     (root / "store" / "lua" / "steal.lua").write_text("return 1\n")
-    assert record.unclassified(root) == {"steal"}
+    (root / "store" / "lua" / "lib" / "shortcut.lua").write_text("-- needs:\n")
+    assert record.unclassified(root) == {"steal", "lib/shortcut"}

@@ -33,7 +33,7 @@ def test_history_filters_and_pagination(h, tmp_path):
     for jid, kind, user, payload, state in plan:
         h.submit(kind=kind, user=user, payload=payload, id=jid)
         jobs[jid] = h.wait_state(jid, states=(state,))
-    running = h.submit(kind="long", user="dave", payload={"sleep": 30})  # not finished: not history
+    running = h.submit(kind="long", user="dave", payload={"sleep": 58})  # not finished (within its 60 s timeout): not history
     h.wait_state(running, states=("running",))
 
     # Then: newest first, every filter, and pages

@@ -184,10 +184,16 @@ def test_status_watch_refreshes_in_place_until_interrupted(h):
     wait_until(lambda: h.cli("status").returncode == 0, 15, what="healthy status")
     p = _sp.Popen([TENDER_POOL, "status", "--watch", "--interval", "0.3", "-c", str(h.tmp / "a.toml")],
                   stdout=_sp.PIPE, text=True, env=h.env())
-    import time as _t
-    _t.sleep(1.5)
+    # Interrupt once three frames are out (a fixed sleep races a slow start on a loaded machine)
+    lines: list[str] = []
+    import threading as _th
+    reader = _th.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True)
+    reader.start()
+    wait_until(lambda: sum("● tender-pool" in x for x in lines) >= 3, 30, what="three frames")
     p.send_signal(_signal.SIGINT)
-    out, _ = p.communicate(timeout=10)
+    p.wait(timeout=20)
+    reader.join(10)
+    out = "".join(lines)
     # (click drops the clear-screen codes when stdout is not a terminal; each frame starts with ●)
     frames = out.split("● tender-pool")[1:]
     assert len(frames) >= 3, out  # redrawn several times
