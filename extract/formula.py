@@ -33,6 +33,8 @@ import math
 import re
 from typing import Callable
 
+import msgspec
+
 __all__ = ["Evaluator", "Formula", "Unsupported", "XlError", "general_text"]
 
 MAX_RANGE = 100_000  # cells in one range reference
@@ -64,17 +66,14 @@ class XlError:
 DIV0, VALUE, NUM = XlError("#DIV/0!"), XlError("#VALUE!"), XlError("#NUM!")
 
 
-class Formula:
+class Formula(msgspec.Struct, gc=False):  # strings and an int: no cycles; a Struct is made in C (a bill: 26k)
     """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number; the fast
     reader also keeps its column letters and style index here (its pending cells are these objects)."""
 
-    __slots__ = ("text", "row", "col", "sid")
-
-    def __init__(self, text: str, row: str, col: str = "", sid: int = 0):
-        self.text = text
-        self.row = row
-        self.col = col
-        self.sid = sid
+    text: str
+    row: str
+    col: str = ""
+    sid: int = 0
 
 
 class _Raise(Exception):

@@ -85,7 +85,8 @@ def read_xlsx(path: str) -> list[Block]:
 
     from lxml import etree
 
-    from tender_pool.extract.xlsx_stream import NeedsOpenpyxl, read_stream
+    from tender_pool.extract.xlsx_parts import NeedsOpenpyxl
+    from tender_pool.extract.xlsx_stream import read_stream
 
     try:
         return read_stream(path)
@@ -146,7 +147,7 @@ def read_xlsx_openpyxl(path: str) -> list[Block]:
     except Exception as exc:  # lxml/openpyxl internals raise many types on damaged parts
         raise ExtractError("corrupt", f"unreadable workbook ({short(exc)})") from None
     blocks: list[Block] = [Meta(format="xlsx", engine="openpyxl")]
-    from tender_pool.extract.xlsx_stream import sheet_pictures
+    from tender_pool.extract.xlsx_drawings import sheet_pictures
 
     try:
         pictures = sheet_pictures(path)  # openpyxl itself loads pictures only with Pillow installed

@@ -6,7 +6,7 @@ results, and a 12,000-row bill of quantities took ~10x longer through openpyxl's
 already has every cell's raw value; ``SheetValues`` indexes one sheet's on first use (a sheet no formula reads is
 never indexed), ``formula.Evaluator`` computes each pending cell, and ``computed_cells`` turns the results into
 the SheetCells a cached value would have given: numbers go through the same number-format path as cached numbers
-(``xlsx_stream._cells_of``), text, booleans and errors as the cached ``str``/``b``/``e`` cells do.
+(``xlsx_cells.cells_of``), text, booleans and errors as the cached ``str``/``b``/``e`` cells do.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
         dict[str, list[SheetCell]], int, int]:
     """Computes every pending cell: ({sheet title: its new cells}, computed, shown as formula text). Pending cells
     are evaluated sheet by sheet in row order, so a running total reads the row above it already computed.
-    ``cells_of`` is the stream's number formatter (``xlsx_stream._cells_of``), so a computed number is shown as
+    ``cells_of`` is the stream's number formatter (``xlsx_cells.cells_of``), so a computed number is shown as
     the same number cached would be."""
     by_title = {title: values for title, values, _ in sheets}
     folded = {title.casefold(): values for title, values, _ in sheets}
@@ -139,7 +139,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             computed += 1
             t = type(v)
             if t is float or t is int:
-                numbers.append((str(p.sid).encode(), p.col.encode(), p.row.encode(), b"%.15g" % v))
+                numbers.append((p.col, p.row, p.sid, b"%.15g" % v))
                 continue
             r0, c0 = int(p.row) - 1, _col0(p.col)
             if t is str:
@@ -150,10 +150,10 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             elif t is XlError:
                 cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
         if numbers:
-            rowmap = {r: int(r) - 1 for _, _, r, _ in numbers}
-            colmap = {c: _col0(c.decode()) for c in {n[1] for n in numbers}}
-            ids = {s: int(s) for s in {n[0] for n in numbers}}
-            cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch)
+            rowmap = {r: int(r) - 1 for _, r, _, _ in numbers}
+            colmap = {c: _col0(c) for c in {n[0] for n in numbers}}
+            ids = {s: s for s in {n[2] for n in numbers}}
+            cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch, 3, 3)
         out[title] = cells
     return out, computed, shown
 

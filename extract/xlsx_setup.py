@@ -1,6 +1,6 @@
 """Page setup and header/footer text of a worksheet, as the page estimate and the Markdown need them.
 
-Shared by both .xlsx paths: ``xlsx`` hands it an openpyxl Worksheet, ``xlsx_stream`` a ``_SheetView`` with
+Shared by both .xlsx paths: ``xlsx`` hands it an openpyxl Worksheet, ``xlsx_stream`` a ``xlsx_view.SheetView`` with
 the same attributes, so the page estimate sees one decoding of margins, widths, heights, breaks and areas.
 """
 
@@ -28,7 +28,7 @@ def _int(v, default: int) -> int:
 
 
 def _default_font(ws) -> tuple[str, float]:
-    """(name, points) of the workbook's first font: the stream's _SheetView carries it, openpyxl's workbook has it."""
+    """(name, points) of the workbook's first font: the stream's SheetView carries it, openpyxl's workbook has it."""
     font = getattr(ws, "default_font", None)
     if font is None:
         try:

@@ -19,7 +19,7 @@
  *                    start_job behind an LPOS check, see the note after PROMOTE_DUE
  *   enqueue.lua      ENQUEUE            (Producer)
  *   deadletter.lua   DEADLETTER         (Slot, label deadletter: take_job answered raw)
- *   requeue.lua      REQUEUE            (Slot.reconcile / NoLease, Supervisor death path, Reaper)
+ *   requeue.lua      REQUEUE            (Intake.reconcile / NoLease, Supervisor death path, Reaper)
  *   cancel.lua       CANCEL             (Canceller)
  *   stamp.lua        the claim stamp: ghost `rjs` (Reaper, deadline rule)
  *   unstick.lua      UNSTICK            (Reaper, lost-promotion sweep)
@@ -683,7 +683,7 @@ inline NEWTOK(t) {
   sj[s] = NOJ; stok[s] = 0; ntok[s] = 0; win[s] = 0; cov[s] = 0; fk[s] = 0; \
   e = NOJ; g = NOJ; v = 0; res = 0; rty = 0; tn = 0; rec = due; goto endloop
 
-/* Slot.taken: run it; NoLease: put the BLMOVE's entry back, claim nothing until renewed; a raw
+/* Intake.read: run it; NoLease: put the BLMOVE's entry back, claim nothing until renewed; a raw
  * entry: dead-letter it; else (parked, ended, stale, empty: report_not_run) the next claim */
 #define TAKEN \
   if \
@@ -709,7 +709,7 @@ boot:                                      /* forked with its list registered (r
 endloop:                                   /* Slot.step: reconcile, claim */
   if
   SLOT_CRASH
-  /* Slot.reconcile: our list must be empty between jobs; requeue.lua 'unclaim' each entry */
+  /* Intake.reconcile: our list must be empty between jobs; requeue.lua 'unclaim' each entry */
   :: atomic { rec && CALL_FAILS; rec = 0 }                      /* reconcile_failed: claim anyway */
   :: atomic { (rec && !hdead[s]) ->
        if
@@ -737,7 +737,7 @@ endloop:                                   /* Slot.step: reconcile, claim */
   fi;
   goto endloop;
 
-take:                                      /* Slot.take → Queue.take → take.lua (+ WAIT) */
+take:                                      /* Intake.take → Queue.take → take.lua (+ WAIT) */
   if
   SLOT_CRASH
   :: atomic { CALL_FAILS; due = 1; rty = 1;
@@ -764,14 +764,14 @@ unclaim:                                   /* NoLease with the BLMOVE's entry: r
   :: atomic { !hdead[s] -> REQUEUE(L, e, RS_UNCLAIM, 0, 0, res); NEXT }
   fi;
 
-deadletter:                                /* Slot.load: decode_submit refuses an id → deadletter.lua */
+deadletter:                                /* Intake.load: decode_submit refuses an id → deadletter.lua */
   if
   SLOT_CRASH
   :: atomic { CALL_FAILS; due = 1; NEXT }
   :: atomic { !hdead[s] -> DEADLETTER(L, e); NEXT }
   fi;
 
-launch:                                    /* Slot.run → Slot.execute → runner.spawn (no lease gate) */
+launch:                                    /* Slot.work → Attempt.run → runner.spawn (no lease gate) */
   if
   SLOT_CRASH
   :: atomic { !hdead[s] ->
@@ -780,13 +780,13 @@ launch:                                    /* Slot.run → Slot.execute → runn
        running[e]++; hrun[s] = 1; hj[s] = e }
   fi;
 
-handler:                                   /* runner.run until the handler ends; kinds.conclude; Slot.verdict */
+handler:                                   /* runner.run until the handler ends; kinds.conclude; Settle.verdict */
   if
   :: hdead[s] -> goto dead                 /* PDEATHSIG: the handler was killed with the host */
   :: atomic { (!hdead[s] && crashes < CRASHES) -> crashes++; goto dead }   /* handler orphaned */
   /* the fence stopped it (SIGUSR1: abort; the settle takes nothing) */
   :: atomic { !hdead[s] && fk[s] -> v = V_REQUEUE; win[s] = 0; cov[s] = 0; tn = 0 }
-  /* Slot._tick: our own poll sees the lease lapsing (PTTL < kill + poll): stopped, 'fenced' */
+  /* Attempt._tick: our own poll sees the lease lapsing (PTTL < kill + poll): stopped, 'fenced' */
   :: atomic { !hdead[s] && !fk[s] && lease[s] != FRESH ->
        v = V_REQUEUE; hrun[s] = 0; running[e]--; win[s] = 0; cov[s] = 0; tn = 1 }
   :: atomic { !hdead[s] && !fk[s] ->
@@ -800,7 +800,7 @@ handler:                                   /* runner.run until the handler ends;
        hrun[s] = 0; running[e]--; win[s] = 0; cov[s] = 0; tn = 1 }
   fi;
 
-settle:                                    /* Slot.settle: settle_take.lua (+ WAIT), settle.lua when aborting */
+settle:                                    /* Settle.settle: settle_take.lua (+ WAIT), settle.lua when aborting */
 #ifdef FAULT_RELEASE_BEFORE_RESULT
   /* seeded fault: the user's lock is freed by a call of its own before the result is written */
   if

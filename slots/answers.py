@@ -1,5 +1,5 @@
 """The typed answers of the slot's hot-path scripts, built here so no caller indexes a reply by
-position: start.lua (``Run`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``), settle.lua
+position: start.lua (``Started`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``), settle.lua
 (``SettleReply``; ``Verdict`` is its question), take.lua and settle_take.lua's take part (``Empty``
 | ``RawEntry`` | ``BadRecord`` | ``Taken``), and ``TakeArgs``, what a slot passes with every take.
 
@@ -24,8 +24,9 @@ def _s(v: bytes | str | None) -> str | None:
 # --- start.lua's answer: a tagged union --------------------------------------------------------
 
 
-class Run(msgspec.Struct, frozen=True, tag="run"):
-    """The slot holds the user's lock: run attempt ``attempt`` under ``token`` (Redis-TIME ms)."""
+class Started(msgspec.Struct, frozen=True, tag="run"):
+    """An attempt that may run: the slot holds the user's lock (or its place in the kind's
+    semaphore, or the kind has no limit) and runs attempt ``attempt`` under ``token`` (Redis-TIME ms)."""
 
     token: str
     attempt: int
@@ -59,13 +60,13 @@ class Missing(msgspec.Struct, frozen=True, tag="missing"):
     """No job hash (expired between claim and start)."""
 
 
-StartResult = Run | Parked | Ended | Stale | Missing
+StartResult = Started | Parked | Ended | Stale | Missing
 
 
 def start_result(res: list) -> StartResult:
     tag, rest = _s(res[0]) or "", [_s(x) or "" for x in res[1:]]
     if tag == "run":
-        return Run(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
+        return Started(rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
     if tag == "parked":
         return Parked(rest[0], rest[1])
     if tag == "ended":

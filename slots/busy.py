@@ -29,8 +29,9 @@ import redis
 
 from tender_pool.store.config import Config
 from tender_pool.store.keys import Keys
-from tender_pool.store.handler_io import Outcome
+from tender_pool.store.outcomes import Status
 from tender_pool.store.records import BusyState, JobRecord
+from tender_pool.store.handler_io import Outcome
 
 from tender_pool.store import scripts
 
@@ -128,7 +129,7 @@ class BusyTracker:
             out["duration_s"] = round(time.monotonic() - self.t0, 6)
         if self.attempt == 1 and self.created_ms >= 0 and self.started_ms >= self.created_ms:
             out["queue_wait_s"] = (self.started_ms - self.created_ms) / 1000.0
-        if job.kind == "parse_markdown" and outcome.status == "completed":
+        if job.kind == "parse_markdown" and outcome.status == Status.COMPLETED:
             res = outcome.result or {}
             try:
                 size = os.path.getsize(_file_of(job) or "")

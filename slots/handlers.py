@@ -18,6 +18,7 @@ from typing import Callable
 import msgspec
 
 from tender_pool.store.config import Config
+from tender_pool.store.outcomes import Status, Stop
 from tender_pool.store.error_kinds import ErrorKind
 from tender_pool.store.handler_io import HandlerFailure, HandlerInput, Outcome
 from tender_pool.store.records import JobError, JobRecord
@@ -69,31 +70,31 @@ def outcome_of(res: RunResult, timeout: float, success: Callable[[dict], dict] =
     """Turn what the runner saw into an outcome (the slot decides retry vs final from the kind).
     ``success`` makes the stored result from the handler's JSON object: a command's is stored as
     ``{"value": …}``, parse_markdown's ``JobOutput`` as it is."""
-    if res.stopped == "timeout":
-        return Outcome("failed", error=JobError("timeout", f"killed after {timeout:g} s"), signals=res.signals)
-    if res.stopped == "cancel":
-        return Outcome("failed", error=JobError("cancelled", "cancelled while running"), signals=res.signals, ran=False)
+    if res.stopped == Stop.TIMEOUT:
+        return Outcome(Status.FAILED, error=JobError("timeout", f"killed after {timeout:g} s"), signals=res.signals)
+    if res.stopped == Stop.CANCEL:
+        return Outcome(Status.FAILED, error=JobError("cancelled", "cancelled while running"), signals=res.signals, ran=False)
     if res.stopped:  # abort (drain, supervisor's order) or fenced (reclaimed elsewhere): not the job's fault
-        return Outcome("interrupted", signals=res.signals)
+        return Outcome(Status.INTERRUPTED, signals=res.signals)
     tail = res.stderr_tail.decode("utf-8", "replace").strip()[-500:]
     if res.returncode == 0:
         if res.overflow:
-            return Outcome("failed", error=JobError("bad_output", "stdout larger than 16 MiB"))
+            return Outcome(Status.FAILED, error=JobError("bad_output", "stdout larger than 16 MiB"))
         try:
             value = msgspec.json.decode(res.stdout)
         except msgspec.DecodeError as e:
-            return Outcome("failed", error=JobError("bad_output", f"stdout is not JSON: {e}"))
+            return Outcome(Status.FAILED, error=JobError("bad_output", f"stdout is not JSON: {e}"))
         if not isinstance(value, dict):
-            return Outcome("failed", error=JobError("bad_output", "stdout is JSON but not an object"))
-        return Outcome("completed", result=success(value))
+            return Outcome(Status.FAILED, error=JobError("bad_output", "stdout is JSON but not an object"))
+        return Outcome(Status.COMPLETED, result=success(value))
     if res.returncode == 3:
         try:
             fail = msgspec.json.decode(res.stdout, type=HandlerFailure)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            return Outcome("failed", error=JobError("bad_output", "exit 3 without {\"error\": {kind, message}}"))
-        return Outcome("failed", error=_handler_error(fail.error), final=True)
+            return Outcome(Status.FAILED, error=JobError("bad_output", "exit 3 without {\"error\": {kind, message}}"))
+        return Outcome(Status.FAILED, error=_handler_error(fail.error), final=True)
     how = f"exit status {res.returncode}" if (res.returncode or 0) >= 0 else f"killed by signal {-res.returncode}"
-    return Outcome("failed", error=JobError("handler_failed", f"{how}: {tail}" if tail else how))
+    return Outcome(Status.FAILED, error=JobError("handler_failed", f"{how}: {tail}" if tail else how))
 
 
 def _handler_error(err: JobError) -> JobError:

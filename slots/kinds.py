@@ -1,6 +1,6 @@
 """Job kinds as strategies: what one attempt of a kind launches, and what its run means.
 
-The slot's loop is kind-agnostic (``Slot.execute``): it asks the job's kind to ``prepare`` a
+The slot's loop is kind-agnostic (``attempt.Attempt.run``): it asks the job's kind to ``prepare`` a
 ``Launch`` (or a pre-run rejection), starts it through ``runner``, and asks the kind to ``conclude``
 an ``Outcome`` from the ``RunResult``. Per-kind state lives here, in the slot process:
 
@@ -29,11 +29,12 @@ from typing import Callable, Protocol
 import msgspec
 
 from tender_pool.store.config import Config, HandlerConfig
+from tender_pool.store.outcomes import Status
 from tender_pool.store.error_kinds import ErrorKind
-from tender_pool.store.handler_io import Outcome
 from tender_pool.store.records import JobError, JobRecord
+from tender_pool.store.handler_io import Outcome
 
-from tender_pool.slots import forkserver, functions, handlers, runner
+from tender_pool.slots import forkserver, functions, groups, handlers, runner
 from tender_pool.slots.function_import import ImportProblem
 from tender_pool.slots.runner import RunResult
 
@@ -64,7 +65,7 @@ class Rejected:
     final: bool = True
 
     def outcome(self) -> Outcome:
-        return Outcome("failed", error=self.error, final=self.final, ran=not self.final)
+        return Outcome(Status.FAILED, error=self.error, final=self.final, ran=not self.final)
 
 
 MIN_FREE_BYTES = 1 << 20
@@ -224,7 +225,7 @@ class ExtractionKind:
         out = handlers.outcome_of(res, self.timeout, success=_job_output)
         if out.error is not None and out.error.kind == ErrorKind.STORAGE.value:
             out.final = False  # the results disk, not the document: another try may find room
-        path = (out.result or {}).get("markdown_path") if out.status == "completed" else None
+        path = (out.result or {}).get("markdown_path") if out.status == Status.COMPLETED else None
         limit = self.cfg.pool.inline_result_max
         if isinstance(path, str) and limit:
             try:
@@ -243,7 +244,7 @@ class ExtractionKind:
             self.jvm = WarmJvm(
                 heap=self.cfg.extract.jvm_heap,
                 kill_grace=self.cfg.pool.kill_grace,
-                kill_group=runner.kill_group,  # the one owner of process-group signals
+                kill_group=groups.kill_group,  # the one owner of process-group signals
             )
         if self.jvm_docs >= self.JVM_RECYCLE_AFTER:
             self.jvm.kill()

@@ -22,6 +22,7 @@ import msgspec
 import redis
 
 from tender_pool.store.keys import Keys
+from tender_pool.store.outcomes import Stop
 from tender_pool.store.records import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
     JobError,
     JobRecord,
@@ -39,8 +40,13 @@ from tender_pool.store.script_args import (
     PromoteDueCall,
     RequeueCall,
     RequeueManyCall,
+    SettleCall,
+    SettleTakeCall,
     StampCall,
+    StartCall,
+    TakeCall,
     UnstickCall,
+    settle_part,
 )
 from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers import the answers from here too)
     BadRecord,
@@ -50,7 +56,7 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     NoLease,
     Parked,
     RawEntry,
-    Run,
+    Started,
     SettleAnswer,
     SettleReply,
     Stale,
@@ -167,27 +173,6 @@ class Queue:
 
     # --- the slot's path: claim → start → settle ---------------------------------------------------
 
-    def _attempt_keys(self, proc: str, job: JobRecord) -> list[str]:
-        """KEYS[1..19] shared by start.lua and settle.lua (their headers name them)."""
-        return self._job_keys(proc, job.id, job.user, job.kind, job.run)
-
-    def _job_keys(self, proc: str, job_id: str, user: str, kind: str, run: str | None) -> list[str]:
-        k = self.k
-        return [
-            proc,
-            k.job(job_id),
-            k.started,
-            k.lock(user),
-            k.wait(user),
-            k.waitusers,
-            k.ready_lo,
-            k.finished,
-            k.deps(job_id),
-            *k.state_keys(user, run),
-            k.sem(kind, user),
-            k.semwait(kind, user),
-        ]
-
     def register_list(self, proc: str, owner: str) -> None:
         """``proclists[proc] = owner`` (an encoded ``keys.Owner``): done by the slot itself before
         its first claim into ``proc``, so a reaper can always find what it claims."""
@@ -212,12 +197,17 @@ class Queue:
         queued job; one round trip, the job record included. ``suffix`` makes the attempt token:
         pass the same one, with ``retry``, after a lost reply."""
         k = self.k
+        call = TakeCall(
+            proc=proc, ready_hi=k.ready_hi, ready_lo=k.ready_lo, started=k.started, waitusers=k.waitusers,
+            finished=k.finished, events=k.events, active=k.active, inready=k.inready, busy=k.busy(ta.worker),
+            host=ta.host_key or k.host("-"), inready_hi=k.inready_hi, base=k.base,
+            entry=entry, suffix=suffix, worker=ta.worker, pid=ta.pid, lock_ttl=ta.lock_ttl_ms,
+            retention=ta.retention_s, max_waits=ta.max_waits, busy_ttl=ta.busy_ttl_ms, retry="1" if retry else "0",
+            limits=ta.limits, lease_left=ta.min_lease_ms)
         res = self.fast.script(
             self._texts["take"],
-            [proc, k.ready_hi, k.ready_lo, k.started, k.waitusers, k.finished, k.events, k.active, k.inready,
-             k.busy(ta.worker), ta.host_key or k.host("-"), k.inready_hi],
-            [k.base, entry, suffix, ta.worker, ta.pid, ta.lock_ttl_ms, ta.retention_s, ta.max_waits,
-             ta.busy_ttl_ms, "1" if retry else "0", ta.limits, ta.min_lease_ms],
+            call.keys(),
+            call.args(),
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
@@ -243,49 +233,24 @@ class Queue:
         """settle_take.lua: ``settle`` this attempt, then ``take`` the next queued job for ``proc``
         (LMOVE only: never waits), in one round trip. Same retry rules as both."""
         k = self.k
-        h = job.input_hash if input_hash is None else input_hash
+        settle = self._settle_call(proc, job, token, verdict, ta.worker, result=result, error=error,
+                                   lock_ttl_ms=ta.lock_ttl_ms, retention_s=ta.retention_s,
+                                   backoff_ms=backoff_ms, counts_try=counts_try, launched=launched,
+                                   input_hash=input_hash)
+        keys, args = settle_part(settle)
+        call = SettleTakeCall(
+            settle_keys=keys, ready_hi=settle.ready_hi, host=ta.host_key or k.host("-"), inready_hi=k.inready_hi,
+            base=k.base, settle_args=args, suffix=suffix, worker=ta.worker, pid=ta.pid, max_waits=ta.max_waits,
+            busy_ttl=ta.busy_ttl_ms, retry="1" if retry else "0", limits=ta.limits, lease_left=ta.min_lease_ms,
+            input_hash=settle.input_hash)
         res = self.fast.script(
             self._texts["settle_take"],
-            [
-                *self._attempt_keys(proc, job),
-                k.delayed,
-                k.busy(ta.worker),
-                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
-                k.ready_hi,
-                ta.host_key or k.host("-"),
-                k.inready_hi,
-            ],
-            [
-                job.id,
-                token,
-                Verdict(verdict).value,
-                _json.encode(result) if result is not None else "",
-                _json.encode(error) if error is not None else "",
-                ta.lock_ttl_ms,
-                ta.retention_s,
-                backoff_ms,
-                job.user,
-                "1" if counts_try else "0",
-                "1" if launched else "0",
-                k.base,
-                suffix,
-                ta.worker,
-                ta.pid,
-                ta.max_waits,
-                ta.busy_ttl_ms,
-                "1" if retry else "0",
-                ta.limits,
-                ta.min_lease_ms,
-                h or "",
-            ],
+            call.keys(),
+            call.args(),
             replicas=self.replicas,
             timeout_ms=self.wait_ms,
         )
-        if _s(res[0]) == "fenced":
-            reply = SettleReply(SettleAnswer.FENCED, "")
-        else:
-            reply = SettleReply(SettleAnswer.OK, _s(res[1]) or "")
-        return reply, take_result(res[2])
+        return _settle_reply(res), take_result(res[2])
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)
@@ -307,28 +272,17 @@ class Queue:
         """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply.
         ``per_user``: the kind's concurrency per user (1 the user's lock, 0 none, N a semaphore)."""
         k = self.k
-        keys = [*self._attempt_keys(proc, job), k.busy(worker), *k.hi_keys(job.user)]
-        for dep in job.after:
-            keys += [k.job(dep), k.deps(dep)]
-        res = self.fast.script(
-            self._texts["start"],
-            keys,
-            [
-                job.id,
-                suffix or secrets.token_hex(6),
-                worker,
-                timeout_ms,
-                lock_ttl_ms,
-                retention_s,
-                max_waits,
-                job.user,
-                busy,
-                busy_ttl_ms or lock_ttl_ms,
-                per_user,
-            ],
-            replicas=self.replicas,
-            timeout_ms=self.wait_ms,
-        )
+        deps = [name for dep in job.after for name in (k.job(dep), k.deps(dep))]
+        call = StartCall(
+            proc=proc, job=k.job(job.id), started=k.started, lock=k.lock(job.user), wait=k.wait(job.user),
+            waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job.id),
+            state_block=k.state_keys(job.user, job.run), sem=k.sem(job.kind, job.user),
+            semwait=k.semwait(job.kind, job.user), busy=k.busy(worker), hi_keys=k.hi_keys(job.user), dep_pairs=deps,
+            id=job.id, suffix=suffix or secrets.token_hex(6), worker=worker, timeout=timeout_ms, lock_ttl=lock_ttl_ms,
+            retention=retention_s, max_waits=max_waits, user=job.user, busy_state=busy,
+            busy_ttl=busy_ttl_ms or lock_ttl_ms, per_user=per_user)
+        res = self.fast.script(self._texts["start"], call.keys(), call.args(), replicas=self.replicas,
+                               timeout_ms=self.wait_ms)
         return start_result(res)
 
     def settle(
@@ -352,37 +306,31 @@ class Queue:
         process was started: a rejected input) takes this start back out of ``attempts``.
         ``input_hash``: the hash the attempt recorded of its input (``inputs.py``); a completed run
         item stores it as its ``input_hash`` and under ``done:`` (None: the job's own, as submitted)."""
+        call = self._settle_call(proc, job, token, verdict, worker or "-", result=result, error=error,
+                                 lock_ttl_ms=lock_ttl_ms, retention_s=retention_s, backoff_ms=backoff_ms,
+                                 counts_try=counts_try, launched=launched, input_hash=input_hash)
+        res = self.fast.script(self._texts["settle"], call.keys(), call.args(), replicas=self.replicas,
+                               timeout_ms=self.wait_ms)
+        return _settle_reply(res)
+
+    def _settle_call(self, proc: str, job: JobRecord, token: str, verdict: Verdict | str, worker: str, *,
+                     result: dict | None, error: JobError | None, lock_ttl_ms: int, retention_s: int,
+                     backoff_ms: int, counts_try: bool, launched: bool, input_hash: str | None) -> SettleCall:
+        """settle.lua's call, whose first KEYS and ARGV settle_take.lua takes too (``settle_part``); the
+        input hash it stores is the attempt's, else the job's own."""
         k = self.k
         h = job.input_hash if input_hash is None else input_hash
-        res = self.fast.script(
-            self._texts["settle"],
-            [
-                *self._attempt_keys(proc, job),
-                k.delayed,
-                k.busy(worker or "-"),
-                k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"),
-                k.ready_hi,
-            ],
-            [
-                job.id,
-                token,
-                Verdict(verdict).value,
-                _json.encode(result) if result is not None else "",
-                _json.encode(error) if error is not None else "",
-                lock_ttl_ms,
-                retention_s,
-                backoff_ms,
-                job.user,
-                "1" if counts_try else "0",
-                "1" if launched else "0",
-                h or "",
-            ],
-            replicas=self.replicas,
-            timeout_ms=self.wait_ms,
-        )
-        if _s(res[0]) == "fenced":
-            return SettleReply(SettleAnswer.FENCED, "")
-        return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
+        return SettleCall(
+            proc=proc, job=k.job(job.id), started=k.started, lock=k.lock(job.user), wait=k.wait(job.user),
+            waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job.id),
+            state_block=k.state_keys(job.user, job.run), sem=k.sem(job.kind, job.user),
+            semwait=k.semwait(job.kind, job.user), delayed=k.delayed, busy=k.busy(worker),
+            done=k.done(job.kind, job.user, h) if h else k.done("-", "-", "-"), ready_hi=k.ready_hi,
+            id=job.id, token=token, outcome=Verdict(verdict).value,
+            result=_json.encode(result) if result is not None else "",
+            error=_json.encode(error) if error is not None else "",
+            lock_ttl=lock_ttl_ms, retention=retention_s, backoff=backoff_ms, user=job.user,
+            counts_try="1" if counts_try else "0", handler_started="1" if launched else "0", input_hash=h or "")
 
     def progress(self, job: JobRecord, token: str, event: dict) -> bool:
         """One job_progress event (progress.lua), fenced by the attempt token. False when fenced."""
@@ -561,16 +509,16 @@ class Queue:
                            ready_hi=k.ready_hi, user=user, lock_ttl=lock_ttl_ms)
         return _s(self._scripts["unstick"](keys=call.keys(), args=call.args())) or ""
 
-    def poll_attempt(self, job_id: str, token: str) -> str | None:
+    def poll_attempt(self, job_id: str, token: str) -> Stop | None:
         """Once a second while a job runs: "cancel" when it was cancelled, "fenced" when its token is
         no longer ours (another host's reaper reclaimed it after our heartbeat lapsed: a partition, a
         stalled supervisor). Stopping then bounds a double run to about a second after the reclaim
         becomes visible, instead of the rest of the job."""
         cancel, current = self.fast.call("HMGET", self.k.job(job_id), "cancel", "token")
         if cancel == b"1":
-            return "cancel"
+            return Stop.CANCEL
         if (current or b"").decode() != token:
-            return "fenced"
+            return Stop.FENCED
         return None
 
     def keep_markdown(self, job_id: str, attempt: int, text: str, retention_s: int) -> None:
@@ -617,6 +565,13 @@ def dependency_cycle(q: "Queue", req: SubmitRequest) -> list[str] | None:
                     nxt.append(d)
         frontier = nxt
     return None
+
+
+def _settle_reply(res: list) -> SettleReply:
+    """settle.lua's answer (settle_take.lua's first two elements)."""
+    if _s(res[0]) == "fenced":
+        return SettleReply(SettleAnswer.FENCED, "")
+    return SettleReply(SettleAnswer.OK, _s(res[1]) or "")
 
 
 def decode_submit(raw: bytes) -> SubmitRequest:

@@ -1,24 +1,11 @@
-"""The only code that starts and kills a job's processes.
+"""Launch an attempt and run it to its end: the only code that starts a job's processes.
 
 Every attempt runs in a child started in a new session (its own process group) that dies with its
 slot (see ``spawn``), with ``TENDER_POOL_ATTEMPT=<token>`` and
 ``TENDER_POOL_OWNER=<host>:<incarnation>:<slot>`` in its environment so that anything it leaves behind
-can be found again.
-
-Killing (timeout, cancel, drain, supervisor abort): snapshot the child's whole tree first (psutil),
-SIGTERM the group and the tree, wait ``kill_grace``, SIGKILL the group and whatever of the tree is
-left, then sweep /proc for the attempt's marker: descendants that called ``setsid`` or double-forked
-are outside the group (supervisor#1101, celery#2353) but still carry the marker.
-
-After every attempt, even a clean one, the slot — a child subreaper (``PR_SET_CHILD_SUBREAPER``), so
-orphans of the job re-parent to it — kills and reaps any process of its own other than the ones it
-knows. That check reads one small /proc file, so it costs microseconds per job, not a /proc walk.
-
-This module is also the one place that signals or probes a process group (``killpg``,
-``group_alive``, ``kill_group``): the supervisor, the slot and the warm JVM (through an injected
-``kill_group``) all use it, so ``PermissionError`` has one meaning everywhere. EPERM from
-``killpg`` means the group exists but is not ours to signal (a recycled pgid of another user, or a
-setuid program in it): a probe treats it as alive, a kill reports it undelivered, and both log it.
+can be found again. ``run`` feeds its stdin, reads its output and progress, and enforces its
+deadline and the slot's stop reasons; stopping it is ``groups.kill_attempt``'s (the group, the
+tree, the marker sweep), and so is everything else that signals or sweeps processes.
 
 An attempt is over when its process has exited, not when its pipes close: a handler may close
 stdout and stderr and keep running, and is still timed, cancelled and fenced until it exits.
@@ -26,7 +13,6 @@ stdout and stderr and keep running, and is still timed, cancelled and fenced unt
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import gc
 import os
@@ -36,32 +22,16 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Protocol
 
-import psutil
-import structlog
+from tender_pool.store.outcomes import Stop
 
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
-_libc = ctypes.CDLL(None, use_errno=True)
+from tender_pool.slots import groups
 
 MAX_OUTPUT = 16 * 1024 * 1024  # a handler's stdout beyond this is bad_output
 STDERR_TAIL = 4096
 PROGRESS_FD = 3  # a command handler's progress pipe (slots/progress.py); TENDER_POOL_PROGRESS_FD names it
 PROGRESS_PIPE_SIZE = 1 << 20  # so a burst of progress lines never blocks the handler
-
-
-def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
-    _libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-
-
-def set_subreaper() -> None:
-    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _child_setup() -> None:  # runs in the forked child before exec: async-signal-safe calls only
-    _libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
 class ProgressSink(Protocol):
@@ -76,7 +46,7 @@ class RunResult:
     returncode: int | None
     stdout: bytes
     stderr_tail: bytes
-    stopped: str | None = None  # None, or why we killed it: timeout | cancel | abort
+    stopped: str | None = None  # None, or why we killed it (``Stop``)
     signals: list[str] = field(default_factory=list)
     overflow: bool = False
     kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
@@ -201,7 +171,7 @@ def fork_call(fn: Callable[[], int], env: dict[str, str]) -> Child:
         gc.freeze()
         try:
             os.setsid()
-            _child_setup()
+            groups.set_pdeathsig(signal.SIGKILL)
             os.dup2(ir, 0)
             os.dup2(ow, 1)
             os.dup2(ew, 2)
@@ -235,7 +205,7 @@ def run(
     deadline: float,
     kill_grace: float,
     marker: tuple[str, str],
-    tick: Callable[[], str | None],
+    tick: Callable[[], Stop | None],
     tick_every: float = 1.0,
     beat: Callable[[], None] | None = None,
     progress: "ProgressSink | None" = None,
@@ -280,7 +250,7 @@ def run(
         poller.register(pidfd, IN)
     except OSError:
         pidfd = -1
-    stopped: str | None = None
+    stopped: Stop | None = None
     overflow = False
     next_tick = time.monotonic() + tick_every
     exited_at: float | None = None
@@ -292,7 +262,7 @@ def run(
             if not streams or now - exited_at > 0.2:
                 break
         if now >= deadline:
-            stopped = "timeout"
+            stopped = Stop.TIMEOUT
             break
         if now >= next_tick:
             next_tick = now + tick_every
@@ -351,9 +321,9 @@ def run(
     if progress is not None:
         progress.flush(force=True)  # before the settle: its events precede job_completed
     signals: list[str] = []
-    kill: KillReport | None = None
+    kill: groups.KillReport | None = None
     if stopped:
-        kill = kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None, beat=beat)
+        kill = groups.kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None, beat=beat)
         signals = kill.signals
     proc.close_pipes()
     try:
@@ -361,212 +331,3 @@ def run(
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed above; kernel will reap
         rc = None
     return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow, kill.stages if kill else None)
-
-
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _signal_all(procs: Iterable[psutil.Process], sig: int) -> None:
-    for p in procs:
-        try:
-            p.send_signal(sig)
-        except psutil.Error:
-            pass
-
-
-_eperm_logged: set[int] = set()
-
-
-def _log_eperm(pgid: int, what: str) -> None:
-    if pgid not in _eperm_logged:  # once per group: probes run every few milliseconds
-        _eperm_logged.add(pgid)
-        structlog.get_logger().warning("process_group_not_ours", pgid=pgid, op=what)
-
-
-def killpg(pgid: int, sig: int) -> bool:
-    """Signal a process group. True when delivered; False when it is gone (ESRCH) or not ours (EPERM,
-    logged)."""
-    if pgid <= 1:
-        return False  # 0 would be our own group, 1 init's: never a job's
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except ProcessLookupError:  # ESRCH: already gone
-        return False
-    except PermissionError:
-        _log_eperm(pgid, f"kill {signal.Signals(sig).name}")
-        return False
-
-
-def group_alive(pgid: int) -> bool:
-    """Does any process of group ``pgid`` still exist? EPERM counts as alive (it exists, logged)."""
-    if pgid <= 1:
-        return False
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        _log_eperm(pgid, "probe")
-        return True
-
-
-def kill_group(pgid: int, grace: float) -> None:
-    """SIGTERM the group (and SIGCONT, so a stopped member can act on it), wait up to ``grace`` s for
-    it to be gone, then SIGKILL. The signature ``extract.jvm.WarmJvm(kill_group=…)`` takes."""
-    if killpg(pgid, signal.SIGTERM):
-        killpg(pgid, signal.SIGCONT)
-    end = time.monotonic() + grace
-    while time.monotonic() < end and group_alive(pgid):
-        time.sleep(0.02)
-    killpg(pgid, signal.SIGKILL)
-
-
-@dataclass
-class KillReport:
-    """What kill_attempt did: the signals sent (for metrics) and, per stage, the pids it targeted,
-    the signal and how long the stage took (for the log line an operator reads after a timeout)."""
-
-    signals: list[str]
-    stages: list[dict]
-
-
-def kill_attempt(
-    pid: int, marker: tuple[str, str], grace: float, exited: Callable[[], bool],
-    beat: Callable[[], None] | None = None,
-) -> KillReport:
-    """SIGTERM group + tree, ``grace`` seconds, SIGKILL group + tree + marker sweep. The child is
-    its own session leader, so its pgid is its pid. ``beat`` runs every few milliseconds while the
-    grace runs out: a slot must keep reporting, or its supervisor kills it as silent."""
-    sent: list[str] = []
-    stages: list[dict] = []
-    tree = _tree(pid)
-    t0 = time.monotonic()
-    killpg(pid, signal.SIGTERM)
-    _signal_all(tree, signal.SIGTERM)
-    sent.append("SIGTERM")
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        alive = [p for p in tree if _alive(p)]
-        if exited() and not alive and not group_alive(pid):
-            break
-        if beat is not None:
-            beat()
-        time.sleep(0.02)
-    else:
-        sent.append("SIGKILL")
-    t1 = time.monotonic()
-    stages.append({"stage": "term", "signal": "SIGTERM", "pgid": pid, "pids": [p.pid for p in tree],
-                   "seconds": round(t1 - t0, 4)})
-    left = [p for p in tree if _alive(p)]
-    killpg(pid, signal.SIGKILL)
-    _signal_all(left, signal.SIGKILL)
-    t2 = time.monotonic()
-    if "SIGKILL" in sent:
-        stages.append({"stage": "kill", "signal": "SIGKILL", "pgid": pid, "pids": [p.pid for p in left],
-                       "seconds": round(t2 - t1, 4)})
-    swept = sweep_marker(marker[0], marker[1])
-    stages.append({"stage": "sweep", "signal": "SIGKILL", "pids": swept, "seconds": round(time.monotonic() - t2, 4)})
-    if swept and "SIGKILL" not in sent:
-        sent.append("SIGKILL")
-    return KillReport(sent, stages)
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def find_marked(name: str, value: str, prefix: bool = False) -> list[int]:
-    """Pids whose initial environment has ``name=value`` (or starts with it, with ``prefix``)."""
-    needle = f"{name}={value}".encode()
-    me = os.getpid()
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-        except OSError:
-            continue
-        for item in env.split(b"\0"):
-            if item == needle or (prefix and item.startswith(needle)):
-                found.append(int(d.name))
-                break
-    return found
-
-
-def sweep_marker(name: str, value: str, prefix: bool = False, sig: int = signal.SIGKILL) -> list[int]:
-    killed = []
-    for pid in find_marked(name, value, prefix):
-        try:
-            os.kill(pid, sig)
-            killed.append(pid)
-        except ProcessLookupError:
-            pass
-    return killed
-
-
-def own_children() -> list[int]:
-    """Direct children of this (single-threaded) process, from /proc; cheap."""
-    try:  # raw os calls: a pathlib read costs ~5x as much, and this runs after every job
-        fd = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY)
-    except OSError:
-        return []
-    try:
-        return [int(x) for x in os.read(fd, 1 << 16).split()]
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-
-
-def reap_orphans(keep: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
-    """Kill every child of ours not in ``keep`` (orphans re-parented to us as subreaper) and reap
-    all exited ones. Returns the pids it had to kill."""
-    killed = []
-    for pid in own_children():
-        if pid in keep:
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 1.0
-    while True:
-        try:
-            # with ``keep`` (the supervisor), never waitpid(-1): that would reap a sibling slot that
-            # just exited and steal its exit from the main loop's reap_children
-            pid, _ = os.waitpid(-1, os.WNOHANG) if not keep else _reap_one_except(keep)
-        except ChildProcessError:
-            break
-        if pid:
-            continue
-        # zombies stay listed as our children until reaped; wait briefly for the SIGKILLed ones
-        pending = set(killed) & set(own_children())
-        if not pending or time.monotonic() > deadline:
-            break
-        time.sleep(0.005)
-    return killed
-
-
-def _reap_one_except(keep: set[int]) -> tuple[int, int]:
-    for pid in own_children():
-        if pid in keep:
-            continue
-        try:
-            res = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            continue
-        if res[0]:
-            return res
-    return 0, 0

@@ -363,8 +363,8 @@ class SettleTakeCall(ScriptCall, frozen=True, kw_only=True):
 
     SCRIPT: ClassVar[str] = "settle_take"
     KEYS: ClassVar = (("settle_keys", len(_SETTLE_KEYS) + STATE - 1), ("ready_hi", 1), ("host", 1),
-                      ("inready_hi", 1))
-    ARGV: ClassVar = (("settle_args", len(_SETTLE_ARGV)), ("base", 1), ("suffix", 1), ("worker", 1), ("pid", 1),
+                      ("inready_hi", 1), ("base", 1))
+    ARGV: ClassVar = (("settle_args", len(_SETTLE_ARGV)), ("suffix", 1), ("worker", 1), ("pid", 1),
                       ("max_waits", 1), ("busy_ttl", 1), ("retry", 1), ("limits", 1), ("lease_left", 1),
                       ("input_hash", 1))
     settle_keys: list[str]
@@ -436,8 +436,8 @@ class TakeCall(ScriptCall, frozen=True, kw_only=True):
     SCRIPT: ClassVar[str] = "take"
     KEYS: ClassVar = (("proc", 1), ("ready_hi", 1), ("ready_lo", 1), ("started", 1), ("waitusers", 1),
                       ("finished", 1), ("events", 1), ("active", 1), ("inready", 1), ("busy", 1), ("host", 1),
-                      ("inready_hi", 1))
-    ARGV: ClassVar = (("base", 1), ("entry", 1), ("suffix", 1), ("worker", 1), ("pid", 1), ("lock_ttl", 1),
+                      ("inready_hi", 1), ("base", 1))
+    ARGV: ClassVar = (("entry", 1), ("suffix", 1), ("worker", 1), ("pid", 1), ("lock_ttl", 1),
                       ("retention", 1), ("max_waits", 1), ("busy_ttl", 1), ("retry", 1), ("limits", 1),
                       ("lease_left", 1))
     proc: str

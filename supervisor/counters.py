@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tender_pool.client.status_protocol import CountersView
 from tender_pool.store.error_kinds import ErrorKind
-from tender_pool.store.types import AttemptEnd, Finished
+from tender_pool.slots.reports import AttemptEnd, Finished
 
 
 def tally(rep: Finished) -> CountersView:

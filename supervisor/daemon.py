@@ -40,7 +40,7 @@ import psutil
 import redis
 import setproctitle
 
-from tender_pool.slots import faults, runner
+from tender_pool.slots import faults, groups
 from tender_pool.store.connection import connect
 from tender_pool.slots.queue import Queue
 from tender_pool.slots.slot import orphan_settle_s
@@ -60,7 +60,7 @@ from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import SocketInUse, StatusServer, close_after_fork
 from tender_pool.client.status_protocol import STATUS_PROTOCOL, CountersView
 from tender_pool.supervisor.counters import add_counters, tally
-from tender_pool.store.types import Beat, Busy, Finished, SlotExit, SlotReport
+from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
 
@@ -144,7 +144,7 @@ class Supervisor:
         except ConfigError as e:
             print(f"config: {e}", flush=True, file=sys.stderr)
             return 2
-        runner.set_subreaper()
+        groups.set_subreaper()
         signal.set_wakeup_fd(self.wake_fd, warn_on_full_buffer=False)
         if self.notify.sock is not None:
             close_after_fork(self.notify.sock)
@@ -326,7 +326,7 @@ class Supervisor:
             stuck = forking.await_exit(slots, orphan_settle_s(self.cfg) + 0.5)
             self.log.info("previous_slots_exited", pids=slots, killed=stuck,
                           seconds=round(time.monotonic() - t0, 3))
-        killed = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.cfg.pool.host_id}:", prefix=True)
+        killed = groups.sweep_marker("TENDER_POOL_OWNER", f"{self.cfg.pool.host_id}:", prefix=True)
         if killed:
             self.log.warning("killed_leftovers_of_previous_incarnation", pids=killed)
         for proc, _ in ours:

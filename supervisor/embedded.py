@@ -40,9 +40,9 @@ class EmbeddedError(Exception):
 
 
 def _pdeathsig() -> None:  # runs in the forked child before exec
-    from tender_pool.slots import runner
+    from tender_pool.slots import groups
 
-    runner.set_pdeathsig(signal.SIGTERM)
+    groups.set_pdeathsig(signal.SIGTERM)
 
 
 class EmbeddedRedis:

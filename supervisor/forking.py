@@ -43,11 +43,11 @@ from typing import Callable
 
 import psutil
 
-from tender_pool.slots import runner
+from tender_pool.slots import groups
 
 from tender_pool.store.config import Config
 from tender_pool.supervisor.slot_table import SlotProc
-from tender_pool.store.types import Busy, SlotExit
+from tender_pool.slots.reports import Busy, SlotExit
 
 
 def kill(pid: int, sig: int) -> None:
@@ -195,16 +195,16 @@ class ProcessOps:
         """The fence: signal a running attempt's group directly (its slot may be blocked on an
         unreachable Redis); with SIGKILL also every process carrying the attempt's marker."""
         if busy.child_pid:
-            runner.killpg(busy.child_pid, sig)
+            groups.killpg(busy.child_pid, sig)
         if sig == signal.SIGKILL and busy.token:
-            return runner.sweep_marker("TENDER_POOL_ATTEMPT", busy.token)
+            return groups.sweep_marker("TENDER_POOL_ATTEMPT", busy.token)
         return []
 
     def kill_job_tree(self, s: SlotProc, busy: Busy | None, keep: set[int]) -> list[int]:
         """A slot died: kill what is left of its job (the group, then anything carrying its marker,
         then orphans re-parented to us), before its list may be requeued. Local, no network."""
         if busy and busy.child_pid:
-            runner.killpg(busy.child_pid, signal.SIGKILL)
-        swept = runner.sweep_marker("TENDER_POOL_OWNER", f"{self.marker}:{s.index}")
-        orphans = runner.reap_orphans(keep=keep)
+            groups.killpg(busy.child_pid, signal.SIGKILL)
+        swept = groups.sweep_marker("TENDER_POOL_OWNER", f"{self.marker}:{s.index}")
+        orphans = groups.reap_orphans(keep=keep)
         return sorted(set(swept) | set(orphans))

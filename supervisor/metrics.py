@@ -11,7 +11,7 @@ daemon, which Prometheus' ``rate()`` handles as a counter reset.
 
 One classification: an attempt's end is counted by ``counters.tally``, the same function the
 supervisor's counters (and so ``status``) use; the labels here are read from the same ``Finished``
-(``outcome`` as ``types.AttemptEnd``, ``park_reason`` for deferrals), so /metrics and ``status``
+(``outcome`` as ``reports.AttemptEnd``, ``park_reason`` for deferrals), so /metrics and ``status``
 cannot disagree.
 
 Gauges of the queue (depth, processing, deferred, delayed, dead-letter, failed) are read from Redis
@@ -45,9 +45,9 @@ from prometheus_client.registry import Collector
 
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import close_after_fork
-from tender_pool.supervisor.counters import tally
 from tender_pool.supervisor.slot_table import SlotState
-from tender_pool.store.types import AttemptEnd, Finished
+from tender_pool.slots.reports import AttemptEnd, Finished
+from tender_pool.supervisor.counters import tally
 
 P = "tender_pool_"
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200)

@@ -35,9 +35,9 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tender_pool.slots.heartbeat import ReportReader
+from tender_pool.slots.reports import ReportReader
 
-from tender_pool.store.types import Beat, Busy, Finished, Idle, Preloaded, SlotExit, SlotReport
+from tender_pool.slots.reports import Beat, Busy, Finished, Idle, Preloaded, SlotExit, SlotReport
 
 FAST_DEATH_S = 5.0  # a slot that dies sooner than this after spawning, not running a job, died "fast"
 CRASH_LOOP_AFTER = 3  # fast deaths in a row that make a slot crash-looping

@@ -4,11 +4,11 @@
 -- queued the busy state is cleared (while it names the settled job) and the slot goes back to its
 -- blocking BLMOVE.
 -- KEYS[1..22] as settle.lua  KEYS[23] ready:hi  KEYS[24] host:<our host> (the lease, as take.lua's)
--- KEYS[25] inready:hi
--- ARGV[1..11] as settle.lua; then 12 base '<prefix>:{<queue>}', 13 token suffix for the next attempt
---       (the same on a retry), 14 worker id, 15 slot pid, 16 max waits, 17 busy-state TTL ms,
---       18 '1' on a retry after a lost reply, 19 kind limits JSON (as take.lua's ARGV), 20 ms our
---       lease must have left (0: no fence), 21 settle.lua's ARGV[12] (the attempt's input hash)
+-- KEYS[25] inready:hi  KEYS[26] the queue's base '<prefix>:{<queue>}' (as take.lua's)
+-- ARGV[1..11] as settle.lua; then 12 token suffix for the next attempt
+--       (the same on a retry), 13 worker id, 14 slot pid, 15 max waits, 16 busy-state TTL ms,
+--       17 '1' on a retry after a lost reply, 18 kind limits JSON (as take.lua's ARGV), 19 ms our
+--       lease must have left (0: no fence), 20 settle.lua's ARGV[12] (the attempt's input hash)
 -- Returns {'ok' | 'fenced', promoted waiter id or '', take.lua's answer}. On a retry whose first
 -- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
 -- the take answers the job the first call started ('run' with the same token); when that job is the
@@ -17,14 +17,14 @@
 local block = {}
 for i = 10, 17 do block[#block + 1] = KEYS[i] end
 local now = now_ms()
-local retry = ARGV[18] == '1'
+local retry = ARGV[17] == '1'
 local skip, s = ARGV[1], nil
 if retry then
   -- Our first call landed whole and its take started this very job again (its token carries this
   -- call's next suffix): it is settled; the take adopts that attempt (settling again would be
   -- fenced and remove the new attempt's entry from our list).
   local cur = redis.call('HGET', KEYS[2], 'token')
-  if cur and string.sub(cur, -#ARGV[13] - 1) == '.' .. ARGV[13] then s, skip = {'ok', ''}, '' end
+  if cur and string.sub(cur, -#ARGV[12] - 1) == '.' .. ARGV[12] then s, skip = {'ok', ''}, '' end
 end
 s = s or settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KEYS[4], wait = KEYS[5],
   waitusers = KEYS[6], ready_lo = KEYS[7], finished = KEYS[8], deps = KEYS[9], block = block,
@@ -32,14 +32,14 @@ s = s or settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KE
   ready_hi = KEYS[23],
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
   lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
-  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[21], now = now,
+  counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[20], now = now,
   keep_busy = true})
 local t = take_job(
   {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
    events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24],
    inready_hi = KEYS[25]},
-  {base = ARGV[12], given = '', skip = skip, retry = retry, suffix = ARGV[13], worker = ARGV[14],
-   pid = tonumber(ARGV[15]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[16]),
-   busy_ttl = tonumber(ARGV[17]), limits = cjson.decode(ARGV[19]), min_lease = tonumber(ARGV[20]), now = now})
+  {base = KEYS[26], given = '', skip = skip, retry = retry, suffix = ARGV[12], worker = ARGV[13],
+   pid = tonumber(ARGV[14]), lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], max_waits = tonumber(ARGV[15]),
+   busy_ttl = tonumber(ARGV[16]), limits = cjson.decode(ARGV[18]), min_lease = tonumber(ARGV[19]), now = now})
 if not (t[1] == 'job' and t[4][1] == 'run') then clear_busy(KEYS[21], ARGV[1]) end
 return {s[1], s[2] or '', t}

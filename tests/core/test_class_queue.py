@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from tender_pool.slots.queue import Parked, Run, TakeArgs
+from tender_pool.slots.queue import Parked, Started, TakeArgs
 from tender_pool.store.submission import SubmitRequest
 
 REQ = dict(crash_cap=5, lock_ttl_ms=60_000, retention_s=3600)
@@ -46,7 +46,7 @@ def test_a_running_interactive_job_requeued_after_a_crash_goes_back_to_the_front
     k = q.k
     a = submit(q)
     t = q.take("proc:1", args(), "s1")
-    assert isinstance(t.started, Run)
+    assert isinstance(t.started, Started)
     other = submit(q, user="v")  # another user's interactive turn, queued meanwhile
     assert q.requeue("proc:1", a.encode(), "crash", list_dead=False, **REQ) == "requeued"
     assert ids(h, k.ready_hi)[-1] == a and other in ids(h, k.ready_hi)  # its class, at the pop end
@@ -68,7 +68,7 @@ def test_a_settles_requeue_puts_an_interactive_job_back_on_ready_hi(h, q):
     reply, nxt = q.settle_take("proc:1", q.get(a), t.started.token, "requeue", args(), "s2")
     # back at the front of its own class (not behind every interactive job, as on ready:lo), so
     # the same step's take starts it again at once
-    assert isinstance(nxt.started, Run) and nxt.entry.decode() == a
+    assert isinstance(nxt.started, Started) and nxt.entry.decode() == a
     assert a.encode() not in h.r.lrange(k.ready_lo, 0, -1)
 
 
@@ -92,7 +92,7 @@ def test_run_cancel_takes_a_parked_interactive_job_out_of_the_users_wait_list(h,
     run = c.submit_run("u", "noop", [{"key": "1", "payload": {}}, {"key": "2", "payload": {}}],
                        priority="interactive")
     first, second = ids(h, k.runjobs(run.id))
-    assert isinstance(q.take("proc:1", args(), "s1").started, Run)
+    assert isinstance(q.take("proc:1", args(), "s1").started, Started)
     assert q.take("proc:2", args(), "s2").started == Parked("user", "u")
     assert ids(h, k.wait("u")) == ["!" + second]
     res = c.cancel_run(run.id)
@@ -122,15 +122,15 @@ def test_an_interactive_job_queued_while_a_bulk_waiter_is_promoted_still_starts_
     k = q.k
     b1, b2 = submit(q, priority="bulk"), submit(q, priority="bulk")
     t1 = q.take("proc:1", args(), "s1")
-    assert t1.entry.decode() == b1 and isinstance(t1.started, Run)
+    assert t1.entry.decode() == b1 and isinstance(t1.started, Started)
     assert q.take("proc:2", args(), "s2").started == Parked("user", "u")
     i1 = submit(q)
     # When b1 settles: its release promotes b2 (the only waiter), and the same step's take claims i1
     _, nxt = q.settle_take("proc:1", q.get(b1), t1.started.token, "completed", args(), "s3")
     # Then i1 runs first, and b2 is back at the head of the user's bulk waiters, out of ready:lo
-    assert nxt.entry.decode() == i1 and isinstance(nxt.started, Run)
+    assert nxt.entry.decode() == i1 and isinstance(nxt.started, Started)
     assert ids(h, k.wait("u")) == [b2] and b2 not in ids(h, k.ready_lo)
     assert h.r.sismember(k.waitusers, "u")
     # and b2 follows once i1 ends
     _, nxt = q.settle_take("proc:1", q.get(i1), nxt.started.token, "completed", args(), "s4")
-    assert nxt.entry.decode() == b2 and isinstance(nxt.started, Run)
+    assert nxt.entry.decode() == b2 and isinstance(nxt.started, Started)

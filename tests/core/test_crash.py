@@ -11,7 +11,7 @@ import time
 import psutil
 
 from conftest import wait_until
-from tender_pool.slots import runner
+from tender_pool.slots import groups
 
 
 def proc_entries(h):
@@ -103,7 +103,7 @@ def test_supervisor_killed_mid_job_leaves_nothing_running(h):
     # slots die with their supervisor (PDEATHSIG), and so do their jobs
     wait_until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in slots), 5,
                what="slots to die")
-    wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", token), 5, what="job processes to die")
+    wait_until(lambda: not groups.find_marked("TENDER_POOL_ATTEMPT", token), 5, what="job processes to die")
     h.daemon(name="a", workers=1)
     job = h.wait_state(jid, timeout=20)
     assert job.attempts == 2
@@ -136,12 +136,12 @@ def test_an_attempt_whose_job_was_reclaimed_elsewhere_stops_within_seconds(h):
     jid = h.submit(kind="long", payload={"record": str(h.records), "sleep": 30})
     wait_until(lambda: (h.records / f"{jid}.1.start").exists(), 15, what="start")
     marker = __import__("json").loads((h.records / f"{jid}.1.start").read_text())["attempt_env"]
-    assert runner.find_marked("TENDER_POOL_ATTEMPT", marker)
+    assert groups.find_marked("TENDER_POOL_ATTEMPT", marker)
     # When another host's reaper reclaims it (its token changes, as requeue.lua + a new start would do)
     h.r.hset(f"{h.prefix}:{{tender_parse}}:job:{jid}", "token", "9.elsewhere")
     t0 = time.monotonic()
     # Then this attempt's processes are gone within a few seconds, and its settle was fenced
-    wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="the stale attempt stopped")
+    wait_until(lambda: not groups.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="the stale attempt stopped")
     assert time.monotonic() - t0 < 3
     wait_until(lambda: h.daemons[0].log_events("settled", verdict="fenced"), 5, what="fenced settle")
     assert h.job(jid).token == "9.elsewhere"  # the new owner's state untouched

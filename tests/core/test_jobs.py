@@ -6,7 +6,7 @@ import time
 
 
 from conftest import wait_until
-from tender_pool.slots import runner
+from tender_pool.slots import groups
 
 
 def test_retries_then_success_and_then_failure(h):
@@ -30,10 +30,10 @@ def test_timeout_kills_group_and_escaped_descendants_and_is_final(h):
     j = h.submit(kind="slow", payload={"record": str(h.records), "escape": True, "ignore_term": True, "sleep": 60})
     wait_until(lambda: (h.records / f"{j}.escaped").exists(), 15, what="escapees")
     marker = json.loads((h.records / f"{j}.1.start").read_text())["attempt_env"]
-    assert len(runner.find_marked("TENDER_POOL_ATTEMPT", marker)) >= 3  # handler, setsid child, double-fork
+    assert len(groups.find_marked("TENDER_POOL_ATTEMPT", marker)) >= 3  # handler, setsid child, double-fork
     job = h.wait_state(j, states=("failed",), timeout=20)
     assert job.error.kind == "timeout" and job.attempts == 1
-    wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="no marked process left")
+    wait_until(lambda: not groups.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="no marked process left")
 
 
 def test_clean_exit_leaves_no_descendants(h):
@@ -41,7 +41,7 @@ def test_clean_exit_leaves_no_descendants(h):
     j = h.submit(payload={"record": str(h.records), "escape": True})
     h.wait_state(j, timeout=20)
     marker = json.loads((h.records / f"{j}.1.start").read_text())["attempt_env"]
-    wait_until(lambda: not runner.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="no marked process left")
+    wait_until(lambda: not groups.find_marked("TENDER_POOL_ATTEMPT", marker), 5, what="no marked process left")
 
 
 def test_undecodable_entries_go_to_dead_letter_and_raw_json_is_adopted(h):

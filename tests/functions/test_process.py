@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from conftest import wait_until
-from tender_pool.slots import runner
+from tender_pool.slots import groups
 
 from .fnhelp import client_of, fn_handlers, record
 
@@ -58,12 +58,12 @@ def test_timeout_cancel_escape_and_blocked_term(h):
     wait_until(lambda: (h.records / f"{e}.1.start").exists(), 15, what="escape started")
     est = record(h, f"{e}.1.start")
     # the exec'd escapee carries the attempt's marker
-    assert est["escaped"] in runner.find_marked("TENDER_POOL_ATTEMPT", est["attempt"])
+    assert est["escaped"] in groups.find_marked("TENDER_POOL_ATTEMPT", est["attempt"])
     # its orphan is the slot's (the subreaper), not the fork server's, which is no subreaper
     assert not gone(est["forked"]) and psutil.Process(est["forked"]).ppid() == server_slot(est["ppid"])
     assert h.wait_state(e, states=("failed",), timeout=15).error.kind == "timeout"
     wait_until(lambda: all(gone(p) for p in (est["pid"], est["escaped"], est["forked"])), 5, what="escapees dead")
-    assert not runner.find_marked("TENDER_POOL_ATTEMPT", est["attempt"])
+    assert not groups.find_marked("TENDER_POOL_ATTEMPT", est["attempt"])
     # ... and when it returns cleanly, its leftovers are killed too
     e2 = h.submit(kind="escape", user="e2", payload={"record": str(h.records)})
     v = h.wait_state(e2).result["value"]

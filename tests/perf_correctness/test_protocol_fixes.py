@@ -26,7 +26,7 @@ import msgspec
 import pytest
 
 from support.requeue_ref import requeue_one_by_one
-from tender_pool.slots.queue import Empty, NoLease, Parked, Run, Stale, TakeArgs, Taken
+from tender_pool.slots.queue import Empty, NoLease, Parked, Started, Stale, TakeArgs, Taken
 from tender_pool.store.submission import SubmitRequest
 
 
@@ -57,7 +57,7 @@ def test_a_deadline_requeue_leaves_an_entry_started_since_it_was_judged(h, q):
     # When the slot's take starts it (a new stamp) before the reaper's requeue lands
     h.r.hset(q.k.started, jid, judged - 1)  # an older stamp: any other value means "started since"
     t = q.take("proc:1", args(), "abc", entry=entry)
-    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and isinstance(t.started, Started)
     # Then the requeue of the judged stamp is refused: the attempt runs once, its entry stays
     assert q.requeue("proc:1", entry, "deadline", list_dead=False, stamp=judged, **REQ) == "alive"
     assert h.r.lrange("proc:1", 0, -1) == [jid.encode()]
@@ -85,7 +85,7 @@ def test_take_starts_nothing_on_a_lapsing_lease_and_leaves_a_given_entry_in_the_
     # renewed: it starts
     h.r.set(host, "holder", px=10_000)
     t = q.take("proc:1", a, "abc", entry=jid.encode())
-    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and isinstance(t.started, Started)
 
 
 @pytest.mark.timeout(30)
@@ -95,7 +95,7 @@ def test_settle_take_settles_but_takes_nothing_on_a_lapsing_lease(h, q):
     a = args(host_key=host, min_lease_ms=2_000)
     jobs = {submit(q, "u1"), submit(q, "u2")}
     t = q.take("proc:1", a, "abc")
-    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and isinstance(t.started, Started)
     first = t.entry.decode()
     (second,) = jobs - {first}
     h.r.pexpire(host, 500)
@@ -157,7 +157,7 @@ def test_a_retried_take_checks_the_lease_unless_it_adopts_its_own_first_start(h,
     # that attempt (nothing new starts; the slot's poll stops it if the lease runs out)
     h.r.set(host, "holder", px=10_000)
     t = q.take("proc:1", a, "def", entry=first)
-    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and isinstance(t.started, Started)
     h.r.pexpire(host, 500)
     again = q.take("proc:1", a, "def", entry=first, retry=True)
     assert isinstance(again, Taken) and again.started == t.started
@@ -170,7 +170,7 @@ def test_a_retried_settle_take_adopts_the_attempt_its_first_call_started_of_the_
     # take part started X again at once, and whose reply was lost
     x = submit(q)
     t = q.take("proc:1", args(), "abc")
-    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and isinstance(t.started, Started)
     job = q.get(x)
     reply, nxt = q.settle_take("proc:1", job, t.started.token, "requeue", args(), "def")
     assert reply and isinstance(nxt, Taken) and nxt.started.token == "2.def"
@@ -320,7 +320,7 @@ def running_on_the_respawned_slot(h, q):
     l1, l2 = q.k.proc(*W_DEAD), q.k.proc(*W_NEW)
     x = submit(q)
     t = q.take(l2, msgspec.structs.replace(args(), worker=W_WORKER), "www")
-    assert isinstance(t, Taken) and t.entry == x.encode() and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and t.entry == x.encode() and isinstance(t.started, Started)
     assert h.r.hget(q.k.job(x), "proc") == l2.encode() and q.get(x).worker == W_WORKER
     assert msgspec.json.decode(h.r.get(q.k.busy(W_WORKER)))["job_id"] == x
     h.r.rpush(l1, x)

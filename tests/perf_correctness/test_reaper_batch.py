@@ -26,7 +26,7 @@ import pytest
 
 from support.requeue_ref import requeue_one_by_one
 from tender_pool.client import Client
-from tender_pool.slots.queue import Parked, Queue, Run, TakeArgs, Taken
+from tender_pool.slots.queue import Parked, Queue, Started, TakeArgs, Taken
 from tender_pool.store.config import load
 from tender_pool.store.keys import Owner
 from tender_pool.supervisor.housekeeper import Housekeeper
@@ -87,7 +87,7 @@ def world(h, q) -> str:
     client.submit_run("rob", "noop", [{"key": "i1", "payload": {}}], priority="interactive", run_id="R2")
     for jid in ("a1", "s1", "s2", "e1", "R1/1", "R2/1", "g1"):
         t = claim(h, q, proc, jid)
-        assert isinstance(t, Taken) and isinstance(t.started, Run), (jid, t)
+        assert isinstance(t, Taken) and isinstance(t.started, Started), (jid, t)
     assert claim(h, q, proc, "a2").started == Parked("user", USER)
     assert isinstance(claim(h, q, proc, "s3").started, Parked)
     assert h.r.lrange(k.semwait("semkind", "sam"), 0, -1) == [b"!s3"]  # an interactive park: '!' + id
@@ -184,7 +184,7 @@ def running_list(h, q, owner: Owner, jobs: list[str]) -> str:
     h.r.hset(q.k.proclists, proc, owner.encode())
     for jid in jobs:
         assert q.enqueue(SubmitRequest(kind="noop", user=f"u-{jid}", id=jid, priority="interactive"))[0]
-        assert isinstance(claim(h, q, proc, jid).started, Run)
+        assert isinstance(claim(h, q, proc, jid).started, Started)
     return proc
 
 

@@ -8,7 +8,7 @@ import json
 import msgspec
 import pytest
 
-from tender_pool.slots.queue import Empty, Parked, RawEntry, Run, TakeArgs, Taken
+from tender_pool.slots.queue import Empty, Parked, RawEntry, Started, TakeArgs, Taken
 from tender_pool.store.submission import SubmitRequest
 
 USER = "we:ird user é"  # colons and spaces are allowed in users; the names must still match Keys
@@ -34,7 +34,7 @@ def test_take_starts_the_job_under_the_keys_keys_py_names(h, q):
     k = q.k
     jid = submit(q)
     t = q.take("proc:1", args({"noop": [12_000, 1], "*": [1, 1]}), "abc")
-    assert isinstance(t, Taken) and isinstance(t.started, Run)
+    assert isinstance(t, Taken) and isinstance(t.started, Started)
     assert t.entry.decode() == jid and t.record[b"user"].decode() == USER  # the record, as read
     st = t.started
     assert st.token == "1.abc" and st.attempt == 1
@@ -59,7 +59,7 @@ def test_take_parks_behind_the_users_lock_and_a_dependency_under_keys_names(h, q
     k = q.k
     first = submit(q, priority="interactive")
     second = submit(q, priority="interactive")
-    assert isinstance(q.take("p", args(), "s1").started, Run)
+    assert isinstance(q.take("p", args(), "s1").started, Started)
     # bob runs nothing: his interactive turn goes ahead of the user's next one (round robin)
     other = submit(q, user="bob", after=[first], priority="interactive")
     t = q.take("p", args(), "s2")
@@ -77,7 +77,7 @@ def test_take_tops_up_the_users_fair_entry_from_its_backlog(h, q):
     k = q.k
     a, b = submit(q), submit(q)
     assert h.r.hget(k.inready, USER).decode() == a and h.r.lrange(k.backlog(USER), 0, -1) == [b.encode()]
-    assert isinstance(q.take("p", args(), "s1").started, Run)
+    assert isinstance(q.take("p", args(), "s1").started, Started)
     assert h.r.hget(k.inready, USER).decode() == b and h.r.llen(k.backlog(USER)) == 0
     assert h.r.lrange(k.ready_lo, 0, -1) == [b.encode()]
 
@@ -87,7 +87,7 @@ def test_take_uses_the_kinds_semaphore_under_keys_names(h, q):
     k = q.k
     jid = submit(q, kind="multi")
     st = q.take("p", args({"multi": [10_000, 2], "*": [10_000, 1]}), "s1").started
-    assert isinstance(st, Run)
+    assert isinstance(st, Started)
     assert h.r.zrange(k.sem("multi", USER), 0, -1) == [st.token.encode()]
     assert h.r.get(k.lock(USER)) is None and q.get(jid).conc == "sem"
 
@@ -108,6 +108,6 @@ def test_take_tops_up_the_users_interactive_fair_entry_from_its_own_backlog(h, q
     a, b = submit(q, priority="interactive"), submit(q, priority="interactive")
     assert h.r.hget(k.inready_hi, USER).decode() == a and h.r.lrange(k.hibacklog(USER), 0, -1) == [b.encode()]
     assert h.r.lrange(k.ready_hi, 0, -1) == [a.encode()] and h.r.llen(k.backlog(USER)) == 0
-    assert isinstance(q.take("p", args(), "s1").started, Run)
+    assert isinstance(q.take("p", args(), "s1").started, Started)
     assert h.r.hget(k.inready_hi, USER).decode() == b and h.r.llen(k.hibacklog(USER)) == 0
     assert h.r.lrange(k.ready_hi, 0, -1) == [b.encode()]

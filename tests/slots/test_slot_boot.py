@@ -9,10 +9,10 @@ import time
 import pytest
 
 from conftest import wait_until
-from tender_pool.slots.heartbeat import ReportReader
+from tender_pool.slots.reports import ReportReader
 from tender_pool.store.config import load
 from tender_pool.store.keys import Keys, Owner
-from tender_pool.store.types import Beat, SlotExit
+from tender_pool.slots.reports import Beat, SlotExit
 
 
 def _fork_slot(cfg, proc: str, owner: str, before=None) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 -- lib/attempt: the slot's hot path: start, settle, take (start.lua, settle.lua, take.lua,
 -- settle_take.lua).
--- needs: base, ctx, classes, state, lock, terminal
+-- needs: base, keys, ctx, classes, state, lock, terminal
 
 -- A slot's busy state names this job: delete it (a late clean-up of an old attempt never erases
 -- the state of a newer job the same slot already started).
@@ -230,9 +230,10 @@ local function file_of(payload)
   return cjson.null
 end
 
--- Claim (or take the given, already claimed entry) and start it, building the job's own key names
--- from the queue's base the way store/keys.py spells them (every name keeps the {queue} hash
--- tag, so all stay in one cluster slot; tests/perf_correctness checks the spelling against Keys).
+-- Claim (or take the given, already claimed entry) and start it. The job's own key names depend on
+-- its user, kind and run, known only after the claim: they are built from the queue's base (passed
+-- in KEYS) through lib/keys, the Lua mirror of store/keys.py (every name keeps the {queue} hash tag,
+-- so all stay in one cluster slot).
 -- F: proc, hi, lo, started, waitusers, finished, events, active, inready, busy, inready_hi (keys).
 -- F.host: our host key (its PTTL is the host's lease).
 -- A: base, given (entry already in proc, '' = claim), min_lease (ms the lease must have left; 0 = no
@@ -258,7 +259,7 @@ local function take_job(F, A)
   -- adopts that attempt below (start_job); only it is exempt from the lease check.
   local adopting = false
   if A.retry and e and e ~= '' and #e < 512 then
-    local cur = redis.call('HMGET', A.base .. ':job:' .. e, 'state', 'token')
+    local cur = redis.call('HMGET', keyname(A.base, 'job', e), 'state', 'token')
     adopting = cur[1] == 'running' and cur[2] and string.sub(cur[2], -#A.suffix - 1) == '.' .. A.suffix
       and redis.call('LPOS', F.proc, e) and true or false
   end
@@ -278,7 +279,7 @@ local function take_job(F, A)
   end
   if #e >= 512 then return {'raw', e} end
   local base = A.base
-  local job_key = base .. ':job:' .. e
+  local job_key = keyname(base, 'job', e)
   local flat = redis.call('HGETALL', job_key)
   if #flat == 0 then return {'raw', e} end
   local j = {}
@@ -291,22 +292,18 @@ local function take_job(F, A)
     if not ok or type(after) ~= 'table' then return {'bad', e, flat} end
     for _, d in ipairs(after) do
       if type(d) ~= 'string' then return {'bad', e, flat} end
-      dep_pairs[#dep_pairs + 1] = {base .. ':job:' .. d, base .. ':deps:' .. d, d}
+      dep_pairs[#dep_pairs + 1] = {keyname(base, 'job', d), keyname(base, 'deps', d), d}
     end
   end
-  local run = (j.run and j.run ~= '') and j.run or '-'
   local lim = A.limits[kind] or A.limits['*']
-  local ctx = new_ctx(job_key, e, user, j.run, j.key,
-    {F.events, F.active, F.inready, base .. ':backlog:' .. user, base .. ':run:' .. run,
-     base .. ':events:run:' .. run, base .. ':runwait:' .. run, base .. ':runjobs:' .. run},
-    F.lo, A.retention)
-  with_hi(ctx, {F.hi, F.inready_hi, base .. ':hibacklog:' .. user})
+  local ctx = new_ctx(job_key, e, user, j.run, j.key, state_keys(base, user, j.run), F.lo, A.retention)
+  with_hi(ctx, {F.hi, F.inready_hi, keyname(base, 'hibacklog', user)})
   ctx.interactive = j.priority == 'interactive'
-  local T = {proc = F.proc, job = job_key, started = F.started, lock = base .. ':lock:' .. user,
-    wait = base .. ':wait:' .. user, waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
-    deps = base .. ':deps:' .. e, ctx = ctx, sem = base .. ':sem:' .. kind .. ':' .. user,
-    semwait = base .. ':semwait:' .. kind .. ':' .. user, busy = F.busy, dep_pairs = dep_pairs,
-    job_of = function(x) return base .. ':job:' .. x end,
+  local T = {proc = F.proc, job = job_key, started = F.started, lock = keyname(base, 'lock', user),
+    wait = keyname(base, 'wait', user), waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
+    deps = keyname(base, 'deps', e), ctx = ctx, sem = keyname(base, 'sem', kind, user),
+    semwait = keyname(base, 'semwait', kind, user), busy = F.busy, dep_pairs = dep_pairs,
+    job_of = function(x) return keyname(base, 'job', x) end,
     id = e, user = user, suffix = A.suffix, worker = A.worker, timeout_ms = lim[1], lock_ttl = A.lock_ttl,
     retention = A.retention, max_waits = A.max_waits, busy_ttl = A.busy_ttl, per_user = lim[2], now = A.now,
     busy_state = {worker = A.worker, pid = A.pid, kind = kind, job_id = e, user = user,
