@@ -27,9 +27,7 @@ BIN = Path(sys.executable).with_name("tender-pool")
 
 from conftest import write_config  # noqa: E402
 from support.cluster import started  # noqa: E402
-from tender_pool.slots.queue import Queue, connect  # noqa: E402
-from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.submission import SubmitRequest  # noqa: E402
+from tender_pool.client import Client  # noqa: E402
 
 QUEUE = "tender_parse"
 
@@ -82,9 +80,9 @@ def main() -> None:
                            heartbeat=1, state_dir=tmp)
         log = open(tmp / "daemon.log", "ab")
         daemon = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stdout=log, stderr=log, start_new_session=True)
-        q = Queue(connect(cluster.url), Keys(prefix, QUEUE))
-        warm = [q.enqueue(SubmitRequest(kind="noop", user="w", payload={}))[1] for _ in range(20)]
-        while any((j := q.get(jid)) is None or j.state.value != "completed" for jid in warm):
+        q = Client(cluster.url, prefix, QUEUE)
+        warm = [q.submit("w", "noop", {}).id for _ in range(20)]
+        while any((j := q.record(jid)) is None or j.state.value != "completed" for jid in warm):
             time.sleep(0.2)
         master = cluster.node(cluster.owner(QUEUE))
         idle0, icmd0 = cpu_and_commands(master)
@@ -94,13 +92,13 @@ def main() -> None:
         stats0 = commandstats(master)
         cpu0, cmd0 = cpu_and_commands(master)
         t0 = time.monotonic()
-        jids = [q.enqueue(SubmitRequest(kind="noop", user=f"u{i % 20}", payload={}))[1] for i in range(args.jobs)]
-        while (j := q.get(jids[-1])) is None or j.state.value != "completed":
+        jids = [q.submit(f"u{i % 20}", "noop", {}).id for i in range(args.jobs)]
+        while (j := q.record(jids[-1])) is None or j.state.value != "completed":
             time.sleep(0.2)
         wall = time.monotonic() - t0
         cpu1, cmd1 = cpu_and_commands(master)  # before the check below, whose reads are not a job's
         stats1 = commandstats(master)
-        while any(q.get(jid).state.value != "completed" for jid in jids):
+        while any(q.record(jid).state.value != "completed" for jid in jids):
             time.sleep(0.2)
         per_job_ms = ((cpu1 - cpu0) - idle_per_s * wall) / args.jobs * 1000
         cmds = ((cmd1 - cmd0) - idle_cmds_per_s * wall) / args.jobs

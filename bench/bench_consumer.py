@@ -28,9 +28,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from bench_pool import BIN, start_redis, wait_done, write_config  # noqa: E402
 from tender_pool.client import Client  # noqa: E402
-from tender_pool.slots.queue import Queue, connect  # noqa: E402
-from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("db_sync", REPO / "examples" / "db_sync.py")
 db_sync = importlib.util.module_from_spec(_spec)
@@ -50,13 +47,13 @@ def main() -> None:
         pool = Client(f"unix://{sock}", prefix="bench", socket_timeout=10)
         pool.register_consumer_group("db")
         d = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stderr=subprocess.DEVNULL, start_new_session=True)
-        q = Queue(connect(f"unix://{sock}"), Keys("bench", "tender_parse"))
+        q = Client(f"unix://{sock}", prefix="bench", socket_timeout=10)
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
         time.sleep(1.0)
         mem0 = int(q.r.info("memory")["used_memory"])
         len0 = q.r.xlen(q.k.events)
-        ids = [q.enqueue(SubmitRequest(kind="noop", user=f"u{i % 50}", payload={}))[1] for i in range(a.jobs)]
+        ids = [q.submit(f"u{i % 50}", "noop", {}).id for i in range(a.jobs)]
         t0 = time.monotonic()
         first = None
         while q.r.zcard(q.k.finished) < len(ids):

@@ -41,11 +41,10 @@ from conftest import TENDER_POOL, write_config  # noqa: E402
 from support.sentinel import SentinelSet, wait_until  # noqa: E402
 
 from tender_pool.store.fastlane import FastLane  # noqa: E402
-from tender_pool.store.replication import NotReplicated  # noqa: E402
-from tender_pool.store.connection import connect  # noqa: E402
-from tender_pool.slots.queue import Queue  # noqa: E402
+from tender_pool.store.replication import NotReplicated
+from tender_pool.store.connection import connect
+from tender_pool.client import Client, Unavailable  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.submission import SubmitRequest  # noqa: E402
 
 APPEND = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
 
@@ -71,11 +70,11 @@ def one_round(root: Path) -> dict:
     keys = Keys(prefix, "tender_parse")
 
     def produce() -> None:
-        q = Queue(connect(sset.url, 3), keys)
+        q = Client(sset.url, prefix, socket_timeout=3)
         while not stop.is_set():
             try:
-                q.enqueue(SubmitRequest(kind="noop", user=f"u{time.monotonic_ns() % 7}", payload={}))
-            except redis.RedisError:
+                q.submit(f"u{time.monotonic_ns() % 7}", "noop", {})
+            except (Unavailable, redis.RedisError):
                 pass
             time.sleep(0.025)
 

@@ -33,9 +33,7 @@ sys.path.insert(0, str(REPO / "bench" / "peers"))
 BIN = Path(sys.executable).with_name("tender-pool")
 
 from measure import idle_pss, pss_mib, start_redis, tree  # noqa: E402
-from tender_pool.slots.queue import Queue, connect  # noqa: E402
-from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.submission import SubmitRequest  # noqa: E402
+from tender_pool.client import Client  # noqa: E402
 
 MODS = REPO / "bench" / "fnmods"
 HEAVY_MARK = "# heavy\n"
@@ -109,10 +107,10 @@ def redis_cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def batch(q: Queue, kind: str, n: int, daemon: int, redis_pid: int) -> dict:
+def batch(q: Client, kind: str, n: int, daemon: int, redis_pid: int) -> dict:
     q.r.delete(q.k.finished)
     c0, r0 = cpu_of(daemon), redis_cpu(redis_pid)
-    ids = [q.enqueue(SubmitRequest(kind=kind, user=f"u{i % 50}", payload={}))[1] for i in range(n)]
+    ids = [q.submit(f"u{i % 50}", kind, {}).id for i in range(n)]
     while q.r.zcard(q.k.finished) < n:
         time.sleep(0.05)
     c1, r1 = cpu_of(daemon), redis_cpu(redis_pid)
@@ -135,13 +133,14 @@ def main() -> None:
                     help="no heavy handlers: the fork servers import the no-op's module alone (bench/compare's case)")
     ap.add_argument("--log", help="write the daemon's log here (job_ran lines carry each attempt's seconds)")
     args = ap.parse_args()
+    load0 = os.getloadavg()  # the machine is shared: the figures mean little without it
     tmp = Path(tempfile.mkdtemp(prefix="tp-fnbench-"))
     rp, sock = start_redis(tmp)
     d = None
     try:
         log = open(args.log, "w") if args.log else subprocess.DEVNULL
         d = subprocess.Popen([str(BIN), "run", "-c", str(config(tmp, sock, not args.no_heavy))], stderr=log, start_new_session=True)
-        q = Queue(connect(f"unix://{sock}"), Keys("fb", "tender_parse"))
+        q = Client(f"unix://{sock}", prefix="fb")
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
         time.sleep(3.0)  # the slots import heavy.py (once each) before their first claim
@@ -163,7 +162,8 @@ def main() -> None:
             d.wait(30)
         rp.terminate()
         rp.wait(10)
-    print(f"function vs command handlers, 4 slots, load {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
+    print(f"function vs command handlers, 4 slots, load average (1 min) {load0[0]:.1f} at the start, {load[0]:.1f} at "
+          f"the end ({load[1]:.1f} over 5 min) on {os.cpu_count()} cores")
     print(f"{'kind':<10} {'jobs':>5} {'jobs/s':>7} {'CPU ms/job':>11} {'= slot':>7} {'+ srv':>6} {'+ job':>7}"
           f" {'+ sup':>6} {'Redis':>6}")
     for kind, rs in results.items():

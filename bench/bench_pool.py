@@ -33,9 +33,7 @@ BIN = Path(sys.executable).with_name("tender-pool")
 
 import pool_toml  # noqa: E402
 from measure import IDLE_SETTLE_S, breakdown, idle_pss, pss_mib, tree  # noqa: E402  (as bench/compare)
-from tender_pool.slots.queue import Queue, connect  # noqa: E402
-from tender_pool.store.keys import Keys  # noqa: E402
-from tender_pool.store.submission import SubmitRequest  # noqa: E402
+from tender_pool.client import Client  # noqa: E402
 
 
 def start_redis(tmp: Path) -> tuple[subprocess.Popen, str]:
@@ -59,7 +57,7 @@ def write_config(tmp: Path, sock: str, prefix: str) -> Path:
                            input_roots=(str(REPO / "jvm" / "training"),))
 
 
-def wait_done(q: Queue, ids: list[str], timeout: float = 600) -> None:
+def wait_done(q: Client, ids: list[str], timeout: float = 600) -> None:
     end = time.monotonic() + timeout
     fin = q.k.finished
     while q.r.zcard(fin) < len(ids):
@@ -68,13 +66,13 @@ def wait_done(q: Queue, ids: list[str], timeout: float = 600) -> None:
         time.sleep(0.05)
 
 
-def run_batch(q: Queue, kind: str, n: int, daemon_pid: int) -> dict:
+def run_batch(q: Client, kind: str, n: int, daemon_pid: int) -> dict:
     q.r.delete(q.k.finished)
     c0 = int(q.r.info("stats")["total_commands_processed"])
     ids = []
     pipe_t0 = time.monotonic()
     for i in range(n):
-        _, jid, _ = q.enqueue(SubmitRequest(kind=kind, user=f"u{i % 50}", payload={}))
+        jid = q.submit(f"u{i % 50}", kind, {}).id
         ids.append(jid)
     enqueue_s = time.monotonic() - pipe_t0
     wait_done(q, ids)
@@ -88,13 +86,15 @@ def run_batch(q: Queue, kind: str, n: int, daemon_pid: int) -> dict:
     bad = sum(1 for r in rows if r[2] != b"completed")
     span = (max(ends) - min(starts)) / 1000
     return {"jobs": n, "jobs_per_s": n / span, "span_s": span, "not_completed": bad,
-            "redis_cmds_per_job": (c1 - c0 - n * 2) / n, "enqueue_per_s": n / enqueue_s}
+            # less the producer's own: 2 a job with a bare EVALSHA, + 2 for Client.submit's pipeline
+            # (its SCRIPT EXISTS and the HGETALL read-back)
+            "redis_cmds_per_job": (c1 - c0 - n * 4) / n, "enqueue_per_s": n / enqueue_s}
 
 
-def pickup(q: Queue, n: int = 200) -> dict:
+def pickup(q: Client, n: int = 200) -> dict:
     lat = []
     for i in range(n):
-        _, jid, _ = q.enqueue(SubmitRequest(kind="noop", user=f"p{i}", payload={}))
+        jid = q.submit(f"p{i}", "noop", {}).id
         while True:
             v = q.r.hmget(q.k.job(jid), "created_at", "started_at", "state")
             if v[2] == b"completed":
@@ -106,21 +106,21 @@ def pickup(q: Queue, n: int = 200) -> dict:
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99) - 1], "max_ms": lat[-1]}
 
 
-def parse_latency(q: Queue, path: str, n: int = 20, warmup: int = 8) -> dict:
+def parse_latency(q: Client, path: str, n: int = 20, warmup: int = 8) -> dict:
     """parse_markdown of one small document through the daemon: claim (started_at) → Markdown
     stored and the job settled (finished_at), Redis TIME. The first run starts the slot's warm JVM
     and imports the reader; it is reported apart, and ``warmup`` more runs let every slot start its
     JVM before the measured ones."""
     out = []
     for i in range(n + 1 + warmup):
-        _, jid, _ = q.enqueue(SubmitRequest(kind="parse_markdown", user=f"x{i}", payload={"file": path}))
+        jid = q.submit(f"x{i}", "parse_markdown", {"file": path}).id
         while True:
             v = q.r.hmget(q.k.job(jid), "started_at", "finished_at", "state")
             if v[2] in (b"completed", b"failed"):
                 break
             time.sleep(0.002)
         if v[2] != b"completed":
-            raise SystemExit(f"parse_markdown failed: {q.get(jid)}")
+            raise SystemExit(f"parse_markdown failed: {q.record(jid)}")
         out.append(int(v[1]) - int(v[0]))
     first, rest = out[0], sorted(out[1 + warmup :])
     return {"first_ms": first, "p50_ms": statistics.median(rest), "p90_ms": rest[int(len(rest) * 0.9) - 1]}
@@ -138,8 +138,8 @@ def memory(pid: int, settle_s: float | None = None) -> dict:
     return {"processes": len(procs), "rss_mib": rss / 2**20, "pss_mib": pss, "parts": parts}
 
 
-def recovery(q: Queue, daemon_pid: int) -> float:
-    _, jid, _ = q.enqueue(SubmitRequest(kind="long", user="crash", payload={}))
+def recovery(q: Client, daemon_pid: int) -> float:
+    jid = q.submit("crash", "long", {}).id
     while q.r.hget(q.k.job(jid), "state") != b"running":
         time.sleep(0.005)
     worker = q.r.hget(q.k.job(jid), "worker").decode()
@@ -164,7 +164,7 @@ def main() -> None:
         cfg = write_config(tmp, sock, "bench")
         log = open(args.log, "w") if args.log else subprocess.DEVNULL
         d = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stderr=log, start_new_session=True)
-        q = Queue(connect(f"unix://{sock}"), Keys("bench", "tender_parse"))
+        q = Client(f"unix://{sock}", "bench")
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
         time.sleep(1.5)

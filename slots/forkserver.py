@@ -13,23 +13,26 @@ The protocol, on a stream socketpair (the server's end is its fd 3), each messag
 big-endian length and a msgspec JSON body (tagged Structs below):
 - slot → server: ``Init`` (once: the slot's ``sys.path`` and config), ``Load`` (a handler: its
   import, answered by ``LoadReply`` — ``problem`` is the preload error), ``Start`` (an attempt: the
-  job and the environment it adds; the child's stdin, stdout, stderr and progress pipe ends travel
-  with it as SCM_RIGHTS), answered by ``Started`` (the child's pid);
-- server → slot, whenever a child exits: ``Exited`` (pid, exit status as ``Popen.returncode``).
+  job and the environment it adds; the write ends of the child's result and progress pipes travel
+  with it as SCM_RIGHTS), answered by ``Started`` (the child's pid).
+
+No message says that a child exited: the slot watches it with a pidfd and reads its exit status
+from the zombie's ``/proc/<pid>/stat``; the server reaps it only at the next ``Start``
+(``ServedChild._status``, ``_reap``). That is one wake-up of the server per attempt, not two.
 
 The child is what ``runner.fork_call``'s child was: a session leader (its own process group),
 PDEATHSIG (the server's death; the server dies with the slot the same way, and on EOF), default
 signal dispositions, the job's environment, ``function_child``. The slot times, cancels, fences and
 sweeps it by pid and group exactly as before (``ServedChild`` is a ``runner.Child`` whose exit
-status comes from the server). The slot stays a child subreaper, and the server is not one, so an
+status is read from /proc). The slot stays a child subreaper, and the server is not one, so an
 attempt's orphans (a double fork) re-parent to the slot, which kills them after the attempt
 (``FunctionKind.keep`` names the server, the only child of the slot that is not leftover).
 
 In the child (fork safety, as gunicorn's ``post_fork`` and Celery's ``worker_process_init``):
 - ``JobContext`` makes its own Redis connection on ``owns()``; progress goes to the attempt's pipe;
-- file descriptors 1 and 2 are the slot's log stream (the server's own 1 and 2), so whatever the
-  function or its subprocesses print lands in the slot's log, never in the result; the result
-  travels on a private, close-on-exec copy of the stdout pipe;
+- file descriptors 1 and 2 are the slot's log stream (the server's own 1 and 2, as is its stdin,
+  /dev/null), so whatever the function or its subprocesses print lands in the slot's log, never in
+  the result; the result travels on its own pipe, close-on-exec;
 - ``after_fork`` runs first (dispose of an inherited database pool, reseed, reconnect);
 - module state is the server's as it was after the import: a copy per attempt, thrown away with it.
 
@@ -50,16 +53,19 @@ import importlib
 import os
 import select
 import signal
+import _signal
 import socket
 import struct
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+import types
+from collections.abc import Awaitable
 from typing import Any, Callable
 
 import msgspec
 
+from tender_pool.store.context import Final, JobContext
 from tender_pool.store.error_kinds import ErrorKind
 from tender_pool.store.records import JobError, JobRecord
 
@@ -74,6 +80,13 @@ PROGRESS_PIPE_SIZE = 1 << 20  # as runner's: a burst of progress lines never blo
 _HEAD = struct.Struct(">I")
 _PR_SET_PDEATHSIG = 1
 _prctl: Any = None  # libc's prctl, in the server (serve)
+# Blocked in the server (the slot decides; the server dies with it), unblocked in each child: one
+# sigprocmask there instead of a signal() per signal. Their dispositions stay the default.
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_mask: tuple[int, ...] = ()  # the mask the server started with, plain ints: each child's
+_SIGKILL = int(signal.SIGKILL)
+_CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: @types.coroutine
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})  # values that are never awaitable
 
 _enc = msgspec.json.Encoder()
 
@@ -94,9 +107,21 @@ class Load(msgspec.Struct, tag=True):
     path: list[str] = []
 
 
+class Job(msgspec.Struct, array_like=True):
+    """What a child's ``JobContext`` is made of: the few fields of the ``JobRecord`` it shows (the
+    rest of the record is the slot's business, and would only be encoded, sent and decoded)."""
+
+    id: str
+    kind: str
+    user: str
+    payload: dict[str, Any]
+    run: str | None = None
+    key: str | None = None
+
+
 class Start(msgspec.Struct, tag=True):
     name: str
-    job: JobRecord
+    job: Job
     env: dict[str, str]
 
 
@@ -109,13 +134,8 @@ class Started(msgspec.Struct, tag=True):
     error: str = ""
 
 
-class Exited(msgspec.Struct, tag=True):
-    pid: int
-    code: int
-
-
 ToServer = Init | Load | Start
-ToSlot = LoadReply | Started | Exited
+ToSlot = LoadReply | Started
 
 
 class FunctionFailure(msgspec.Struct):
@@ -125,12 +145,15 @@ class FunctionFailure(msgspec.Struct):
     traceback: str = ""
 
 
-@dataclass
 class Loaded:
-    """A function handler's callables, imported in the server."""
+    """A function handler's callables, imported in the server. A plain class: ``dataclasses``
+    imports ``inspect`` and more, ~0.6 MB of the server's heap that every fork would copy the
+    page tables of."""
 
-    fn: Callable[..., Any]
-    after: Callable[[], Any] | None = None
+    __slots__ = ("fn", "after")
+
+    def __init__(self, fn: Callable[..., Any], after: Callable[[], Any] | None = None):
+        self.fn, self.after = fn, after
 
 
 class ServerGone(Exception):
@@ -191,16 +214,15 @@ class ForkServer:
         self.sock: socket.socket | None = None
         self.reader: _Reader | None = None
         self.loads: dict[str, Load] = {}
-        self.exits: dict[int, int] = {}
 
     # lifecycle
 
     def _start(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), SERVER_FD),
-                   (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
-        if self.log_fd >= 0:
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+        if self.log_fd >= 0:  # before the socket: a log fd numbered 3 is overwritten by it
             actions += [(os.POSIX_SPAWN_DUP2, self.log_fd, 1), (os.POSIX_SPAWN_DUP2, self.log_fd, 2)]
+        actions.append((os.POSIX_SPAWN_DUP2, theirs.fileno(), SERVER_FD))
         argv = [sys.executable, "-c", "import sys; from tender_pool.slots.forkserver import serve; "
                 "serve(int(sys.argv[1]))", str(os.getpid())]
         try:
@@ -226,6 +248,11 @@ class ForkServer:
         if self.sock is not None:
             self.sock.close()
         self.sock = self.reader = None
+        if self.pid:
+            try:  # reaped now if it is gone; if it is still exiting, reap_orphans finds it later
+                os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
         self.pid = 0
 
     def _ensure(self) -> None:
@@ -267,18 +294,10 @@ class ForkServer:
             raise ServerGone(str(e)) from e
         return self._await(reply)
 
-    def _await(self, reply: type, timeout: float | None = None) -> Any:
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            got = self._next(None if end is None else end - time.monotonic())
-            if got is None:
-                return None
-            if isinstance(got, Exited):
-                self.exits[got.pid] = got.code
-                if reply is Exited:
-                    return got
-            elif isinstance(got, reply):
-                return got
+    def _await(self, reply: type) -> Any:
+        while not isinstance(got := self._next(None), reply):
+            pass
+        return got
 
     def _next(self, timeout: float | None) -> Any:
         """The next message from the server, or None once ``timeout`` passed."""
@@ -310,90 +329,98 @@ class ForkServer:
         return problem
 
     def launch(self, name: str, job: JobRecord, env: dict[str, str]) -> "ServedChild":
-        """Start an attempt: the server forks; the pipes are the slot's, as ``runner.fork_call``'s."""
+        """Start an attempt: the server forks. Two pipes go with it (SCM_RIGHTS), the result's and
+        the progress pipe's write ends; the child's stdin is the server's /dev/null and its stdout
+        and stderr are already the slot's log stream (the server's own 1 and 2), so a function has
+        no stdin or stderr pipe to make, send, dup and close (``ServedChild`` says what the runner
+        gets in their place)."""
         self._ensure()
-        (ir, iw), (or_, ow), (er, ew) = os.pipe(), os.pipe(), os.pipe()
-        pr, pw = _progress_pipe()
+        or_, ow = os.pipe()
+        pr, pw = os.pipe()
+        try:
+            fcntl.fcntl(pw, fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)  # a burst of progress never blocks
+        except OSError:  # above /proc/sys/fs/pipe-max-size for an unprivileged user: the default
+            pass
+        body = _enc.encode(Start(name, Job(job.id, job.kind, job.user, job.payload, job.run, job.key), env))
         try:
             try:
                 assert self.sock is not None
-                _send(self.sock, _enc.encode(Start(name, job, env)), [ir, ow, ew, pw])
-            except OSError:  # died since _ensure: once more, on a new one
+                _send(self.sock, body, [ow, pw])
+                started = self._await(Started)
+            except (OSError, ServerGone):
+                # It died since the last attempt ended, and the slot has not read from it since:
+                # an attempt's end is seen on its pidfd, not on this socket. (Killed with its last
+                # child, it may still have been exiting when _ensure looked.) Once more, on a new
+                # one; anything the dead one forked died with it (PDEATHSIG).
                 self._forget()
                 self._ensure()
                 assert self.sock is not None
-                _send(self.sock, _enc.encode(Start(name, job, env)), [ir, ow, ew, pw])
-            started = self._await(Started)
+                _send(self.sock, body, [ow, pw])
+                started = self._await(Started)
         except BaseException:
-            for fd in (iw, or_, er, pr):
+            for fd in (or_, pr):
                 os.close(fd)
             raise
         finally:
-            for fd in (ir, ow, ew, pw):
-                os.close(fd)
+            os.close(ow)
+            os.close(pw)
         if not started.pid:
-            for fd in (iw, or_, er, pr):
+            for fd in (or_, pr):
                 os.close(fd)
             raise OSError(f"the fork server could not fork: {started.error}")
-        return ServedChild(started.pid, iw, or_, er, pr, server=self)
-
-    def exit_of(self, pid: int, timeout: float | None) -> int | None:
-        """``pid``'s exit status once the server reported it (waiting at most ``timeout``); a
-        server that is gone took its children with it (PDEATHSIG): -SIGKILL."""
-        while pid not in self.exits:
-            try:
-                if self.reader is None or self._await(Exited, timeout) is None:
-                    return None
-            except ServerGone:
-                return -signal.SIGKILL
-        return self.exits.pop(pid)
-
-
-def _progress_pipe() -> tuple[int, int]:
-    """As ``runner``'s: the ends above fd 9, enlarged."""
-    r, w = os.pipe()
-    out = []
-    for fd in (r, w):
-        out.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
-        os.close(fd)
-    try:
-        fcntl.fcntl(out[1], fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)
-    except OSError:
-        pass
-    return out[0], out[1]
-
+        return ServedChild(started.pid, or_, pr, server=self)
 
 class ServedChild:
     """An attempt the fork server forked: what ``runner.run`` needs of a ``runner.Child`` (pid,
-    raw pipe fds, ``poll``, ``wait``, ``close_pipes``), its exit status reported by the server,
-    since the slot is not its parent. ``runner`` (psutil, structlog) is never imported here: the
-    server imports this module."""
+    raw pipe fds, ``poll``, ``wait``, ``close_pipes``), its exit status read from /proc, since
+    the slot is not its parent. ``runner`` (psutil, structlog) is never imported here: the
+    server imports this module.
 
-    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, progress_fd: int, *,
-                 server: ForkServer):
+    A function has no stdin and no stderr pipe (``ForkServer.launch``), but the runner writes the
+    attempt's stdin (empty for a function) to an fd it then closes, and reads a stderr: ``stdin``
+    is a copy of the result pipe's read end, only ever closed (the slot alone holds that pipe end,
+    so the runner's O_NONBLOCK on it reaches no one else), and ``stderr`` is ``stdout`` itself (one
+    fd, read once as the result: the runner keeps its streams in a set)."""
+
+    def __init__(self, pid: int, stdout_fd: int, progress_fd: int, *, server: ForkServer):
         self.pid = pid
-        self.stdin, self.stdout, self.stderr, self.progress = stdin_fd, stdout_fd, stderr_fd, progress_fd
+        self.stdin, self.stdout, self.stderr, self.progress = os.dup(stdout_fd), stdout_fd, stdout_fd, progress_fd
         self.returncode: int | None = None
         self.server = server
         try:
             self.pidfd = os.pidfd_open(pid)
-        except OSError:  # already gone (and reaped by the server): its status is on the way
+        except OSError:  # already reaped (its server died and the slot reaped it): _status says so
             self.pidfd = -1
 
     def _exited(self) -> bool:
         return self.pidfd < 0 or bool(select.select([self.pidfd], [], [], 0)[0])
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            code = self.server.exit_of(self.pid, 0)
-            if code is None and self._exited():  # gone: the server's report is on its way
-                code = self.server.exit_of(self.pid, 5.0)
-                if code is None:  # pragma: no cover - a server that stopped answering
-                    code = -signal.SIGKILL
-            if code is not None:
-                self.returncode = code
-                self._close_pidfd()
+        if self.returncode is None and self._exited():
+            self.returncode = self._status()
+            self._close_pidfd()
         return self.returncode
+
+    def _status(self) -> int:
+        """The exit status of the exited child, as ``Popen.returncode``: the kernel keeps it in
+        the zombie's ``/proc/<pid>/stat`` (field 52, a wait status), and the zombie stays until
+        the server reaps it at the next ``Start``, which this slot sends only after this attempt
+        is over; so the pid cannot have been reused. A server that died first took the child with
+        it (PDEATHSIG): the zombie is then this slot's (the subreaper's), its status there all the
+        same, or already reaped by the slot: -SIGKILL."""
+        try:
+            fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY)
+        except OSError:
+            return -signal.SIGKILL
+        try:
+            fields = os.read(fd, 4096).rpartition(b")")[2].split()
+        except OSError:
+            fields = []
+        finally:
+            os.close(fd)
+        if len(fields) > 49 and fields[0] == b"Z":
+            return os.waitstatus_to_exitcode(int(fields[49]))
+        return -signal.SIGKILL  # pragma: no cover - exited (the pidfd says so) but not a zombie: reaped
 
     def wait(self, timeout: float | None = None) -> int:
         import subprocess
@@ -413,6 +440,8 @@ class ServedChild:
             self.pidfd = -1
 
     def close_pipes(self) -> None:
+        if self.stderr == self.stdout:
+            self.stderr = -1  # the same fd: closed once, as stdout
         for name in ("stdin", "stdout", "stderr", "progress"):
             fd = getattr(self, name)
             if fd >= 0:
@@ -431,80 +460,98 @@ def serve(slot_pid: int) -> None:
     """The fork server's main loop (``python -c … serve(slot_pid)``), its socket on fd 3."""
     import ctypes
 
-    global _prctl
+    global _prctl, _mask
     _prctl = ctypes.CDLL(None).prctl  # looked up once: a CDLL made in each child cost it ~0.5 ms
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != slot_pid:  # the slot died before the prctl
         os._exit(0)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_IGN)  # the slot decides; the server dies with it
-    _preimport_context()
-    import inspect  # noqa: F401 - every attempt asks whether the value is awaitable
-
+    _mask = tuple(map(int, signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)))  # the slot decides; the server dies with it
+    for sig in (*_HELD, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)  # what a child has once it unblocks them
     sock = socket.socket(fileno=SERVER_FD)
     os.set_inheritable(SERVER_FD, False)
     reader = _Reader(sock)
     dec = msgspec.json.Decoder(ToServer)
     loaded: dict[str, Loaded] = {}
     config = b""
-    children: dict[int, int] = {}  # pidfd → pid
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
+    env = _Env(ctypes.CDLL(None).putenv)
     while True:
-        for fd, _ in poller.poll():
-            if fd in children:
-                pid = children.pop(fd)
-                poller.unregister(fd)
-                os.close(fd)
-                _, status = os.waitpid(pid, 0)
-                _send(sock, _enc.encode(Exited(pid, os.waitstatus_to_exitcode(status))))
-                continue
-            try:
-                reader.fill(None)
-            except (ServerGone, OSError):
-                os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
-            while (body := reader.frame()) is not None:
-                msg = dec.decode(body)
-                if isinstance(msg, Init):
-                    sys.path[:] = msg.sys_path
-                    sys.argv[:] = msg.argv
-                    config = bytes(msg.config)
-                elif isinstance(msg, Load):
-                    problem = _load(msg, loaded)
-                    _send(sock, _enc.encode(LoadReply(problem)))
-                    gc.freeze()  # what the import made is never garbage to a child: its GCs skip it
-                elif isinstance(msg, Start):
-                    fds, reader.fds = reader.fds[:4], reader.fds[4:]
-                    pid = _fork(loaded[msg.name], config, msg, fds, sock) if msg.name in loaded else 0
-                    for f in fds:
-                        os.close(f)
-                    if pid:
-                        pidfd = os.pidfd_open(pid)
-                        children[pidfd] = pid
-                        poller.register(pidfd, select.POLLIN)
-                    _send(sock, _enc.encode(Started(pid) if pid else Started(error="fork failed, or not loaded")))
+        try:
+            reader.fill(None)
+        except (ServerGone, OSError):
+            _reap()  # the last attempt's zombie: never left to the slot's leftover sweep
+            os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
+        while (body := reader.frame()) is not None:
+            msg = dec.decode(body)
+            if isinstance(msg, Start):
+                _reap()  # the last attempt's zombie: the slot has read its status (ServedChild)
+                fds, reader.fds = reader.fds[:2], reader.fds[2:]
+                fn = loaded.get(msg.name)
+                pid = _fork(fn, config, msg, fds, env) if fn is not None and len(fds) == 2 else 0
+                for f in fds:
+                    os.close(f)
+                _send(sock, _enc.encode(Started(pid) if pid else Started(error="fork failed, or not loaded")))
+            elif isinstance(msg, Load):
+                problem = _load(msg, loaded)
+                _send(sock, _enc.encode(LoadReply(problem)))
+                gc.freeze()  # what the import made is never garbage to a child: its GCs skip it
+            elif isinstance(msg, Init):
+                sys.path[:] = msg.sys_path
+                sys.argv[:] = msg.argv
+                config = bytes(msg.config)
 
 
-def _preimport_context() -> None:
-    """``tender_pool.store.context`` without the client package's ``__init__`` (redis-py and the
-    rest: ~20 MB, ~20 ms). A module that imports ``tender_pool.client`` later gets the package in
-    full, this very module included (``sys.modules``), so ``Final`` is one class either way."""
-    import importlib.util
+def _reap() -> None:
+    """Reap every exited child. Not when it exits: its zombie holds its pid and its exit status
+    (``/proc/<pid>/stat``) for the slot, which reads it there (``ServedChild``) without waiting
+    for a message from us, and before the next ``Start`` from that slot."""
+    while True:
+        try:
+            if not os.waitpid(-1, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
 
-    name = "tender_pool.store.context"
-    client = importlib.util.find_spec("tender_pool.client")  # found, not executed
-    spec = None
-    for where in (client.submodule_search_locations or []) if client is not None else []:
-        path = os.path.join(where, "context.py")
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location(name, path)
-            break
-    if spec is None or spec.loader is None:  # pragma: no cover - an unusual install: import it whole
-        importlib.import_module(name)
-        return
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+
+class _Env:
+    """The attempt's environment, written in the server before the fork, so that a child inherits
+    it instead of writing it (each page a child writes is a copy-on-write fault).
+
+    Not through ``os.environ``: it calls ``setenv``, and glibc never frees a value it was given (it
+    keeps every distinct one), so a server given each attempt's job id and token through it grew
+    by ~40 bytes an attempt (4,000 attempts: +156 kB of heap; with these buffers, none). Each key gets one buffer of ours instead, ``NAME=value``, handed to
+    libc's ``putenv`` (which keeps the pointer, not a copy) and rewritten in place for the next
+    attempt; a longer value gets a new buffer. ``os.environ``'s own mapping (``_data``, what
+    ``os.environ`` reads; encoded as it encodes) is kept equal, so the function, and the
+    subprocesses it starts (the C environment), see the same values. Single-threaded: the server
+    starts no thread, and rewrites a value only while no child of it runs yet."""
+
+    ROOM = 128  # bytes of a value before its buffer must grow: a job id and a token fit many times
+
+    def __init__(self, putenv: Any):
+        self.putenv = putenv
+        self.bufs: dict[bytes, Any] = {}
+
+    def set(self, env: dict[str, str]) -> None:
+        import ctypes
+
+        data = os.environ._data  # type: ignore[attr-defined]
+        for key in [k for k in self.bufs if os.fsdecode(k) not in env]:
+            os.unsetenv(key)
+            data.pop(key, None)
+            del self.bufs[key]
+        for name, value in env.items():
+            key, val = os.fsencode(name), os.fsencode(value)
+            line = key + b"=" + val + b"\0"
+            buf = self.bufs.get(key)
+            if buf is not None and len(line) <= len(buf):
+                if data.get(key) != val:
+                    ctypes.memmove(buf, line, len(line))
+            else:
+                buf = ctypes.create_string_buffer(line, len(line) + self.ROOM)
+                self.putenv(buf)  # environ now points at it; the old buffer is no longer used
+                self.bufs[key] = buf
+            data[key] = val
 
 
 def _load(msg: Load, loaded: dict[str, Loaded]) -> str | None:
@@ -516,7 +563,22 @@ def _load(msg: Load, loaded: dict[str, Loaded]) -> str | None:
     return None
 
 
-def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], sock: socket.socket) -> int:
+def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], env: "_Env") -> int:
+    """Fork the attempt's child. What can be done before the fork is, here in the server: the
+    result pipe made close-on-exec, the ``JobContext`` built, the young objects frozen (a child's
+    collections skip them, and it writes no GC header to freeze them). The child then only becomes
+    a session leader, sets PDEATHSIG, closes the server's socket, unblocks the signals, adds the
+    attempt's environment and calls the function: each page it writes is a copy.
+
+    The attempt's environment is set here too (``_Env``): in the child, ``os.environ.update``
+    cost ~80 page copies, a third of what is left of its cost."""
+    result_fd, progress_fd = fds
+    os.set_inheritable(result_fd, False)  # the function's subprocesses never hold the result pipe
+    env.set(dict(msg.env, TENDER_POOL_PROGRESS_FD=str(progress_fd)))
+    job = msg.job
+    ctx = JobContext(job.id, job.kind, job.user, job.payload, msg.env.get("TENDER_POOL_ATTEMPT", ""),
+                     job.run, job.key, progress_fd=progress_fd, client=lambda: _OwnerCheck(config))
+    gc.freeze()
     try:
         pid = os.fork()
     except OSError:
@@ -525,22 +587,13 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], sock: socke
         return pid
     code = 1
     try:  # --- the attempt's child: never returns ---
-        gc.freeze()
         os.setsid()
-        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        sock.close()
-        log_fd = os.dup(2)  # the slot's log stream
-        ir, ow, ew, pw = fds
-        os.dup2(ir, 0)
-        os.dup2(ow, 1)
-        os.dup2(ew, 2)
-        for fd in (ir, ow, ew):
-            os.close(fd)
-        os.set_inheritable(pw, True)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        os.environ.update(msg.env, TENDER_POOL_PROGRESS_FD=str(pw))
-        code = function_child(loaded, config, msg.job, log_fd)
+        _prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        os.close(SERVER_FD)
+        # the C function, not signal's wrapper: that one turns the old mask into Signals members,
+        # Python code in the enum machinery that cost ~45 page copies here
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, _mask)
+        code = function_child(loaded, ctx, result_fd)
     except BaseException:  # noqa: BLE001 - report and exit, never return into the server's loop
         traceback.print_exc()
     finally:
@@ -554,31 +607,23 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], sock: socke
 # --- the attempt, in the child ------------------------------------------------------------------
 
 
-def function_child(loaded: Loaded, config: bytes, job: JobRecord, log_fd: int) -> int:
+def function_child(loaded: Loaded, ctx: JobContext, result_fd: int) -> int:
     """The attempt, in the forked child (a session leader with the default signal dispositions
-    and the job's environment). Returns the exit status."""
-    result_fd = os.dup(1)  # close-on-exec: the function's subprocesses never hold the result pipe
-    if log_fd >= 0:
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.close(log_fd)
-    code, body = _call(loaded, config, job)
+    and the job's environment; its stdin /dev/null, its stdout and stderr the slot's log stream):
+    call the function, write what came of it on the result pipe. Returns the exit status."""
+    code, body = _call(loaded, ctx)
     data = memoryview(body)
     while data:
         data = data[os.write(result_fd, data):]
     return code
 
 
-def _call(loaded: Loaded, config: bytes, job: JobRecord) -> tuple[int, bytes]:
-    from tender_pool.store.context import Final, JobContext
-
-    ctx = JobContext(job.id, job.kind, job.user, job.payload, os.environ.get("TENDER_POOL_ATTEMPT", ""),
-                     job.run, job.key, client=lambda: _OwnerCheck(config))
+def _call(loaded: Loaded, ctx: JobContext) -> tuple[int, bytes]:
     try:
         if loaded.after is not None:
             loaded.after()
         value = loaded.fn(ctx)
-        if _awaitable(value):
+        if type(value) not in _PLAIN and _awaitable(value):
             import asyncio
 
             value = asyncio.run(_wait(value))  # a new event loop, this child's own
@@ -613,9 +658,10 @@ class _OwnerCheck:
 
 
 def _awaitable(value: Any) -> bool:
-    import inspect  # imported by the server (serve), as the child would on every attempt
-
-    return inspect.isawaitable(value)
+    """``inspect.isawaitable`` without importing ``inspect`` (in the server, for every fork, or in
+    the child, for every async attempt): a coroutine, a generator-based one, or any awaitable."""
+    return (isinstance(value, (types.CoroutineType, Awaitable))
+            or isinstance(value, types.GeneratorType) and bool(value.gi_code.co_flags & _CO_ITERABLE_COROUTINE))
 
 
 async def _wait(awaitable: Any) -> Any:

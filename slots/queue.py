@@ -33,7 +33,6 @@ from tender_pool.store.submission import BadInput, SubmitRequest, check_submit
 
 from tender_pool.store import scripts
 from tender_pool.store.script_args import (
-    CancelCall,
     DeadletterCall,
     EnqueueCall,
     ProgressCall,
@@ -123,21 +122,7 @@ class Queue:
         client = connect(r.url, r.socket_timeout if socket_timeout is None else socket_timeout)
         return cls(client, Keys(r.prefix, cfg.pool.queue), replicas=r.wait_replicas, wait_ms=r.wait_timeout_ms)
 
-    # --- producers --------------------------------------------------------------------------------
-
-    def enqueue(self, req: SubmitRequest) -> tuple[bool, str, str]:
-        """Queue a job; returns (created, id, state). The same id twice queues one job."""
-        job_id = req.id or secrets.token_hex(8)
-        call = self._enqueue_call(job_id, req, self.k.ready_lo, "")
-        keys, args = call.keys(), call.args()
-        if self.replicas <= 0:
-            # no WAIT: one EVALSHA, not a pipeline (whose SCRIPT EXISTS costs a command per submit)
-            created, state = self._scripts["enqueue"](keys=keys, args=args)
-        else:
-            created, state = wait_replicated(
-                self.r, self.replicas, self.wait_ms, lambda p: self._scripts["enqueue"](keys=keys, args=args, client=p)
-            )[0]
-        return bool(created), job_id, _s(state) or ""
+    # --- raw producers' entries (a client's submit is ``Client.submit``) ---------------------------
 
     def _enqueue_call(self, job_id: str, req: SubmitRequest, proc: str, raw: bytes | str) -> EnqueueCall:
         k = self.k
@@ -159,17 +144,6 @@ class Queue:
     def get(self, job_id: str) -> JobRecord | None:
         h = self.r.hgetall(self.k.job(job_id))
         return decode_job(h) if h else None
-
-    def cancel(self, job: JobRecord, retention_s: int, lock_ttl_ms: int) -> list[str]:
-        k = self.k
-        call = CancelCall(job=k.job(job.id), ready_hi=k.ready_hi, ready_lo=k.ready_lo, wait=k.wait(job.user),
-                          waitusers=k.waitusers, delayed=k.delayed, finished=k.finished, deps=k.deps(job.id),
-                          lock=k.lock(job.user), state_block=k.state_keys(job.user, job.run),
-                          semwait=k.semwait(job.kind, job.user), hi_keys=k.hi_keys(job.user),
-                          after_deps=[k.deps(d) for d in job.after], id=job.id, retention=retention_s,
-                          lock_ttl=lock_ttl_ms, user=job.user)
-        res = self._scripts["cancel"](keys=call.keys(), args=call.args())
-        return [_s(x) or "" for x in res]
 
     # --- the slot's path: claim → start → settle ---------------------------------------------------
 

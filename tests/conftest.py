@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from support.keyspace import keys
+
 REPO = Path(__file__).resolve().parents[1]
 JOBS = REPO / "tests" / "jobs"
 SESSION = uuid.uuid4().hex
@@ -234,7 +236,9 @@ class Harness:
         self.records.mkdir()
         self.faults = tmp_path / "faults"
         self.faults.mkdir()
+        self.k = keys(self.prefix)
         self._queues: dict = {}
+        self._clients: dict = {}
 
     def config(self, name: str = "a", **kw) -> Path:
         state = self.tmp / f"state-{name}"
@@ -259,30 +263,45 @@ class Harness:
         self.daemons.append(d)
         return d.start() if start else d
 
-    def queue(self, name: str = "a"):
-        if name not in self._queues:
-            self._queues[name] = self._make_queue(name)
-        return self._queues[name]
+    def client(self, name: str = "a"):
+        """The producer's view of daemon ``name``'s pool: a ``Client`` for its config, the one path
+        that submits, cancels and retries jobs (built on first use, from the file as it is then).
+        As the platform builds one (``Client(url, prefix, queue, …)``), it does not know the configured
+        kinds: tests that drive the scripts by hand submit kinds no handler is configured for."""
+        if name not in self._clients:
+            from tender_pool.client import Client
+            from tender_pool.store.config import load
+            cfg = load(str(self.tmp / f"{name}.toml"), {})
+            r = cfg.redis
+            self._clients[name] = Client(
+                r.url, r.prefix, cfg.pool.queue, replicas=r.wait_replicas or 0, wait_timeout=r.wait_timeout,
+                retention_s=cfg.pool.result_retention, lock_ttl_ms=cfg.lock_ttl_ms,
+                status_socket=cfg.status.socket or None, socket_timeout=r.socket_timeout, config=cfg)
+        return self._clients[name]
 
-    def _make_queue(self, name: str):
-        from tender_pool.slots.queue import Queue, connect
-        from tender_pool.store.config import load
-        from tender_pool.store.keys import Keys
-        cfg = load(str(self.tmp / f"{name}.toml"), {})
-        return Queue(connect(cfg.redis.url), Keys(cfg.redis.prefix, cfg.pool.queue))
+    def queue(self, name: str = "a"):
+        """The slot's side of the same pool (``slots.queue.Queue``: claim, take, settle, requeue), for
+        tests that drive the scripts a slot or the housekeeper runs."""
+        if name not in self._queues:
+            from tender_pool.slots.queue import Queue
+            from tender_pool.store.config import load
+            from tender_pool.store.connection import connect
+            cfg = load(str(self.tmp / f"{name}.toml"), {})
+            self._queues[name] = Queue(connect(cfg.redis.url), keys(cfg.redis.prefix, cfg.pool.queue))
+        return self._queues[name]
 
     def cli(self, *args: str, name: str = "a", timeout: float = 30) -> subprocess.CompletedProcess:
         return subprocess.run([TENDER_POOL, *args, "-c", str(self.tmp / f"{name}.toml")], env=self.env(),
                               capture_output=True, text=True, timeout=timeout)
 
-    def submit(self, kind: str = "behave", user: str = "u1", payload: dict | None = None, name: str = "a",
-               **kw) -> str:
-        from tender_pool.store.submission import SubmitRequest
-        created, jid, _ = self.queue(name).enqueue(SubmitRequest(kind=kind, user=user, payload=payload or {}, **kw))
-        return jid
+    def submit(self, kind: str = "behave", user: str = "u1", payload: dict | None = None, name: str = "a", *,
+               id: str | None = None, after: list[str] = (), priority: str = "bulk") -> str:
+        """Submit through the client (``Client.submit``, as the CLI and the platform do); the job's id."""
+        return self.client(name).submit(user, kind, payload or {}, job_id=id, after=after, priority=priority).id
 
     def job(self, jid: str, name: str = "a"):
-        return self.queue(name).get(jid)
+        """The job's record (``JobRecord``: tokens, counters) or None."""
+        return self.client(name).record(jid)
 
     def wait_state(self, jid: str, states=("completed",), timeout: float = 20, name: str = "a"):
         def done():
@@ -304,6 +323,8 @@ class Harness:
         return pid
 
     def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
         for d in self.daemons:
             if d.proc and d.proc.poll() is None:
                 try:
@@ -320,7 +341,7 @@ def h(tmp_path, redis_server):
     harness.close()
 
 
-# --- the extraction corpus and the Java CLI (shared by tests/extract and tests/integration) ---------
+# --- the extraction corpus and the Java CLI (shared by tests/extract and tests/system/integration) ---
 
 import json  # noqa: E402
 
@@ -386,21 +407,6 @@ def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("CI") and _skipped:
         print(f"\nCI is set and {len(_skipped)} test(s) were skipped: {_skipped}", file=sys.stderr)
         session.exitstatus = 1
-
-
-@pytest.fixture(scope="session")
-def bigbook():
-    """(bill.xlsx, bill.xls): the large generated bill of quantities (tests/extract/bigbook.py),
-    made once and cached under $TMPDIR; LibreOffice writes both twins. Here rather than in a
-    tests/extract/conftest.py: a second module named ``conftest`` would shadow this one for every
-    ``from conftest import …``."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bigbook", REPO / "tests" / "extract" / "bigbook.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    mod.ensure_soffice()
-    return mod.paths()
 
 
 @pytest.fixture

@@ -195,12 +195,11 @@ class Ours:
 
     def __init__(self, name: str, sock: str, tmp: Path):
         sys.path.insert(0, str(REPO))
-        from tender_pool.slots.queue import Queue, connect
-        from tender_pool.store.keys import Keys
+        from tender_pool.client import Client
 
         self.tmp, self.sock = tmp, sock
         self.cfg = self.write_config()
-        self.q = Queue(connect(f"unix://{sock}"), Keys("bench", "tender_parse"))
+        self.q = Client(f"unix://{sock}", "bench")
         self.r = self.q.r
         self.d: subprocess.Popen | None = None
         self.seq = 0
@@ -250,11 +249,10 @@ class Ours:
         self.r.flushall()
 
     def _requests(self, kind: str, n: int):
-        from tender_pool.store.submission import SubmitRequest
-
+        """(user, kind, payload): ``Client.submit``'s arguments."""
         for _ in range(n):
             self.seq += 1
-            yield SubmitRequest(kind=kind, user=f"u{self.seq % 50}", payload={})
+            yield f"u{self.seq % 50}", kind, {}
 
     def enqueue(self, kind: str, n: int) -> None:
         enqueue_many(self.q, list(self._requests(kind, n)))
@@ -265,7 +263,7 @@ class Ours:
             delay = t0 + i / rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            self.q.enqueue(req)
+            self.q.submit(*req)
 
     def done(self) -> int:
         return self.r.zcard(self.q.k.finished)
@@ -282,9 +280,7 @@ class Ours:
         return out
 
     def enqueue_long(self) -> None:
-        from tender_pool.store.submission import SubmitRequest
-
-        self.long_id = self.q.enqueue(SubmitRequest(kind="long", user="crash", payload={}))[1]
+        self.long_id = self.q.submit("crash", "long", {}).id
 
     def victim(self):
         h = self.r.hmget(self.q.k.job(self.long_id), "state", "worker")
@@ -300,11 +296,13 @@ class Ours:
 
 
 class _Batch:
-    """Stands in for the Redis client inside ``Queue.enqueue``: its per-call pipeline is one shared
-    outer pipeline, so the real enqueue (whatever KEYS and ARGV it passes today) is queued, not sent."""
+    """Stands in for the Redis client inside ``Client.submit``: its per-call pipeline is one shared
+    outer pipeline, so the real submit (the enqueue script and the job's read-back, whatever KEYS and
+    ARGV it passes today) is queued, not sent. Its own answer is the first job's record, read back for
+    real, so the client can build the ``Job`` it returns."""
 
-    def __init__(self, pipe):
-        self.pipe = pipe
+    def __init__(self, pipe, record: dict):
+        self.pipe, self.record = pipe, record
 
     def pipeline(self, transaction: bool = False):
         return self
@@ -316,27 +314,28 @@ class _Batch:
         return False
 
     def execute(self):
-        return [[1, b"queued"]]
+        return [[1, b"queued"], self.record]
 
     def __getattr__(self, name):
         return getattr(self.pipe, name)
 
 
 def enqueue_many(q, reqs: list, chunk: int = 1000) -> None:
-    """Queue jobs through ``Queue.enqueue`` in pipelines of ``chunk`` (one round trip each). The
+    """Queue jobs through ``Client.submit`` in pipelines of ``chunk`` (one round trip each). The
     first goes alone, which also loads enqueue.lua into Redis's script cache."""
     if not reqs:
         return
-    q.enqueue(reqs[0])
+    first = q.submit(*reqs[0])
     real = q.r
+    record = real.hgetall(q.k.job(first.id))
     try:
         for i in range(1, len(reqs), chunk):
             pipe = real.pipeline(transaction=False)
-            q.r = _Batch(pipe)
+            q.r = _Batch(pipe, record)
             for req in reqs[i:i + chunk]:
-                q.enqueue(req)
+                q.submit(*req)
             q.r = real
-            for res in pipe.execute():
+            for res in pipe.execute()[::2]:  # the script's answers (the read-backs between them)
                 if not res or int(res[0]) != 1:
                     raise SystemExit(f"enqueue answered {res!r}")
     finally:

@@ -1,4 +1,4 @@
-"""Issue 17 item 10: bad input that tracebacked or was silently accepted is refused.
+"""Bad input that tracebacked or was silently accepted is refused.
 
 CONTRACT.md, ``history``: "2 bad input (a state that is not terminal, a time that is not finite)";
 ``BadInput`` is "where the CLI exits 2". The sweep of the other options: a duration (``--timeout``,

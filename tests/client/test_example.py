@@ -124,7 +124,7 @@ def test_the_example_streams_a_run_and_resumes_from_last_event_id(app):
 
 
 def test_the_example_answers_400_for_a_malformed_run_id_or_last_event_id(app):
-    """Issue 17 item 10: the client raises BadInput for both; an endpoint catching only NotFound
+    """The client raises BadInput for both; an endpoint catching only NotFound
     answered 500."""
     pool, endpoint = app["pool"], app["app"].routes["/runs/{run_id}/events"]
     run = pool.submit_run("u1", "behave", [{"key": "a"}])

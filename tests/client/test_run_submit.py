@@ -1,4 +1,4 @@
-"""A run's submission (issue 17 items 1, 2, 6, 7): job ids ``<run>/<n>`` that no plain job can take,
+"""A run's submission: job ids ``<run>/<n>`` that no plain job can take,
 chunks with a cursor, the seal, expiry of an unsealed run, idempotent retries, chunked queuing that
 anyone can resume, and skipped jobs in every history index with ``skipped_from`` shown."""
 

@@ -134,7 +134,7 @@ SUMMARY = "汇总"
 
 
 def make_formula_xlsx(path: Path, sheets: list[tuple[str, int]] = SHEETS) -> Path:
-    """The bill as a generator writes it (issue 17, item 12): openpyxl stores formulas without results. What a
+    """The bill as a generator writes it: openpyxl stores formulas without results. What a
     bill of quantities computes: 合价 = ROUND(工程量*综合单价, 2) on every row, a flag by IF on every row, string
     concatenation in the subtotal labels, SUM over ranges for subtotals and over a list of cells for totals,
     unit prices taken from another sheet (cross-sheet references) on one sheet, and a summary sheet of

@@ -11,7 +11,7 @@ import pytest
 from tender_pool.extract.api import extract
 from tender_pool.extract.errors import ExtractError
 
-from corpus import coverage, corpus_dir as _corpus_dir, manifest as _manifest, normalise, reference_path
+from .corpus import coverage, corpus_dir as _corpus_dir, manifest as _manifest, normalise, reference_path
 
 TIMEOUT = 60
 MIN_COVERAGE = 0.98

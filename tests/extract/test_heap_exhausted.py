@@ -1,4 +1,4 @@
-"""A small damaged .doc that makes POI exhaust its heap (issue 17, item 11).
+"""A small damaged .doc that makes POI exhaust its heap.
 
 The damaged files are made here, in the test's directory, from corpus documents: one FIB length field (a PLCF's
 ``lcb``) set to ~2 GiB. POI 4.0.1 sizes its ``PlexOfCps`` array by that declared length before it reads a byte of

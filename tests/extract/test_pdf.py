@@ -13,8 +13,8 @@ from tender_pool.extract.api import extract, read_blocks
 from tender_pool.extract.blocks import Meta, TableBlock
 from tender_pool.extract.errors import ExtractError
 
-from cells import in_place
-from corpus import corpus_dir, manifest, name_of
+from .cells import in_place
+from .corpus import corpus_dir, manifest, name_of
 
 PDFS = [e for e in manifest() if e["kind"] == "pdf" and (corpus_dir() / "refs" / f"{name_of(e)}.truth.json").exists()]
 

@@ -15,7 +15,7 @@ from tender_pool.extract.blocks import Image, Sheet
 from tender_pool.extract.numfmt import format_value, formatter
 from tender_pool.extract.xls_stream import read_stream
 
-from corpus import manifest as _manifest
+from .corpus import manifest as _manifest
 
 try:
     XLS = [e for e in _manifest() if e["kind"] == "xls" and e["expect"] == "ok"]

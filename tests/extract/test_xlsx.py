@@ -13,7 +13,7 @@ from tender_pool.extract.blocks import Image, Sheet
 from tender_pool.extract.xlsx import read_xlsx_openpyxl
 from tender_pool.extract.xlsx_stream import NeedsOpenpyxl, _fast_strings, read_stream
 
-from corpus import manifest as _manifest
+from .corpus import manifest as _manifest
 
 try:
     XLSX = [e for e in _manifest() if e["kind"] == "xlsx" and e["expect"] == "ok"]
@@ -112,8 +112,8 @@ def test_drawing_pictures_become_image_blocks(tmp_path):
 
 
 def test_large_twins_get_the_same_page_estimate(bigbook, jvm_build):
-    """The same LibreOffice-written bill as .xlsx and as .xls: estimates within 10 % of each other (issue 13;
-    LibreOffice itself prints 768 pages of it). Before rows kept their customHeight flag the .xlsx got 617 and
+    """The same LibreOffice-written bill as .xlsx and as .xls: estimates within 10 % of each other
+    (LibreOffice itself prints 768 pages of it). Before rows kept their customHeight flag the .xlsx got 617 and
     the .xls 722."""
     from tender_pool.extract.jvm import WarmJvm
 

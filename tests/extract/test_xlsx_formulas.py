@@ -1,4 +1,4 @@
-"""Formulas stored without cached values are computed in the streaming .xlsx path (issue 17, item 12).
+"""Formulas stored without cached values are computed in the streaming .xlsx path.
 
 The workbook is a bill of quantities written by openpyxl (which stores formulas without results): products of
 cells under ROUND, IF with string concatenation, SUM over ranges and lists, cross-sheet references, a summary
@@ -16,7 +16,7 @@ from tender_pool.extract.formula import DIV0, VALUE, Evaluator, Formula, Unsuppo
 from tender_pool.extract.xlsx import read_xlsx_openpyxl
 from tender_pool.extract.xlsx_stream import read_stream
 
-from test_xlsx import _same
+from .test_xlsx import _same
 
 SCALE = 10  # a tenth of the 12,000-row bill: every formula shape, ~1,200 rows, LibreOffice in seconds
 
@@ -175,7 +175,7 @@ def test_shared_formula_without_values_goes_to_openpyxl(tmp_path):
 
 
 def test_formulas_of_one_shape_share_one_code_object():
-    """Speed (issue 17 item 12): a bill's subtotals differ in their constants only (SUM(H3:H202), SUM(H204:H403)):
+    """Speed: a bill's subtotals differ in their constants only (SUM(H3:H202), SUM(H204:H403)):
     one compiled function serves them all, each with its own constants, and each computes its own range."""
     from tender_pool.extract import formula
 

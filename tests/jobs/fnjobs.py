@@ -1,4 +1,4 @@
-"""Function handlers that behave and misbehave on request, for tests/functions (the function-kind
+"""Function handlers that behave and misbehave on request, for tests/system/functions (the function-kind
 twin of behave.py). Configured as ``function = "fnjobs:<name>"`` with ``path`` = this directory.
 
 ``payload["record"]`` (a directory), when given, gets ``<id>.<attempt n>.start`` with the pid, the

@@ -6,7 +6,7 @@ attempt, so two attempts of one job never share a file): a header line ``# {"use
 then ``time.time()`` every ``every`` seconds (default 0.05) for ``sleep`` seconds (0: one tick, a no-op
 job), and ``end <time>`` just before it exits. Every line is one ``write(2)`` on an O_APPEND fd: no
 buffer is lost with the process. An attempt without an ``end`` line was killed; it ran from its first
-tick to at most its last tick + ``every`` (``tests/chaos/spans.py`` reads the trail).
+tick to at most its last tick + ``every`` (``tests/system/chaos/spans.py`` reads the trail).
 
 payload: record (directory, required), sleep (seconds), every (tick interval), fail_until (exit 1
 while attempt < this: a business failure, retried).

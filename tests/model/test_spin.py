@@ -3,8 +3,8 @@ two slots on two hosts, their supervisors, the reaper, a canceller, heartbeat la
 replica, with a crash allowed at every step. Each run prints spin's states stored, depth and time; a
 counterexample is printed one line per model step (tests/model/spin.py summarize).
 
-The model mirrors store/lua at the commit in model/mirrors.json: 64a3038's three fixes and
-a9993b1's three retry-path fixes (model/README.md, "Findings") included, and requeue.lua's
+The model mirrors store/lua at the commit in model/mirrors.json: the fixes of model/README.md's
+"Findings" 1-3 and its three retry-path fixes (findings 4-6) included, and requeue.lua's
 owned_elsewhere (a duplicate entry of a running job whose attempt's own list, its `proc`, holds it:
 DUPS), and fairness's takeover (an interactive job taking its user's lock reserved for a bulk job,
 which goes back to the wait list; job 0 is interactive). Seeded faults (copies of
@@ -44,7 +44,7 @@ SAFE = {
     "1 entry found far past its deadline": dict(LATES=1),
     "1 heartbeat lapse (fence, slot's own poll, expiry, reaper)": dict(LAPSES=1),
     "1 crash (any slot, supervisor, reaper, producer)": dict(CRASHES=1),
-    # these reach a retried take.lua / settle_take.lua (a lost reply, NotReplicated): a9993b1's fixes
+    # these reach a retried take.lua / settle_take.lua (a lost reply, NotReplicated): findings 4-6
     "1 Redis error (call lost or reply lost)": dict(ERRS=1),
     "1 replica lag (catch-up or failover)": dict(FREEZES=1),
     "1 lapse + 1 Redis error, 1 job": dict(LAPSES=1, ERRS=1, JOBS=1),
@@ -53,7 +53,7 @@ SAFE = {
     "1 duplicate entry of a running job": dict(DUPS=1),
     "1 duplicate entry + 1 Redis error, 1 job": dict(DUPS=1, ERRS=1, JOBS=1),
     "1 duplicate entry + 1 lapse, 1 job": dict(DUPS=1, LAPSES=1, JOBS=1),
-    # the gap 8f52d95's busy evidence left (FAULT_REQUEUE_NO_PROC_CHECK below): a slot dies after its
+    # the gap busy evidence alone left (finding 8, FAULT_REQUEUE_NO_PROC_CHECK below): a slot dies after its
     # take and is respawned with the same worker id before its dead list is requeued; the duplicate
     # is requeued elsewhere, the respawned slot restarts the job from its new list, and the dead
     # list's requeue finds the job running under its own worker id: the job's `proc` (the new list,
@@ -123,41 +123,41 @@ SEEDED = {
     # settle_job checks "not finished yet" instead of the token: a fenced attempt's settle lands
     # after the reaper requeued the job and another slot started it: that attempt's lock is stranded
     "FAULT_SETTLE_NO_FENCE": (dict(LAPSES=1, JOBS=1), "no lock stranded"),
-    # 64a3038 undone, fix 1: requeue.lua 'deadline' without the judged-stamp re-check
+    # finding 1's fix undone: requeue.lua 'deadline' without the judged-stamp re-check
     "FAULT_NO_STAMP_RECHECK": (dict(LATES=1, JOBS=1), "never two attempts of one job at once"),
-    # 64a3038 undone, fix 2: take_job starts on a lapsing lease
+    # finding 2's fix undone: take_job starts on a lapsing lease
     "FAULT_NO_LEASE_CHECK": (dict(LAPSES=1, JOBS=1), "never two attempts of one job at once"),
-    # 64a3038 undone, fix 3: take_job starts a BLMOVE-given entry the reaper took back
+    # finding 3's fix undone: take_job starts a BLMOVE-given entry the reaper took back
     "FAULT_NO_LPOS_CHECK": (dict(LATES=1, JOBS=1), "a running job is in a processing list"),
-    # a9993b1 undone, finding 4: take.lua retried after a lost reply: the first call parked the
+    # finding 4's fix undone: take.lua retried after a lost reply: the first call parked the
     # BLMOVE's entry behind the user's lock; the lock's release promoted it back to ready; the retry
     # finds our list empty, falls back to the given entry and, skipping the LPOS check, starts a job
     # that is in no processing list (a crash of our slot would leave it 'running' for good). All
     # three jobs: the park needs the other job's lock, and the releasing slot's take part must take
     # a third job rather than the promoted one (a failover lands the same, FREEZES=1 with one job)
     "FAULT_TAKE_RETRY_NO_LPOS": (dict(ERRS=1), "a running job is in a processing list"),
-    # a9993b1 undone, finding 5: take.lua retried after a call that did not run: the host's key
+    # finding 5's fix undone: take.lua retried after a call that did not run: the host's key
     # expired meanwhile and the retry skips the lease check: the attempt starts with no lease,
     # another host's reaper requeues it as a dead host's, a second attempt starts while the first runs
     "FAULT_TAKE_RETRY_NO_LEASE": (dict(LAPSES=1, ERRS=1, JOBS=1), "never two attempts of one job at once"),
-    # a9993b1 undone, finding 6: settle_take.lua: the slot's own poll stopped the attempt (lease
+    # finding 6's fix undone: settle_take.lua: the slot's own poll stopped the attempt (lease
     # lapsing), the lease is renewed, the settle puts the job back in ready and the take part re-takes
     # that very job; the reply is lost; the retry's settle part is fenced and removes every copy of
     # the id from our list (LREM proc 0 id), the new attempt's entry too, and its take part skips
     # the id: a running job that no slot runs
     "FAULT_SETTLE_TAKE_RETRY_REMOVES": (dict(LAPSES=1, ERRS=1, JOBS=1), "no job lost"),
-    # requeue.lua without owned_elsewhere (before 8f52d95): slot 1 runs the job; a copy of its entry
+    # requeue.lua without owned_elsewhere (finding 7): slot 1 runs the job; a copy of its entry
     # in slot 0's list (a failover's leftover) is requeued by slot 0's reconcile ('unclaim'): the
     # lock released, the job queued under the live attempt and started again
     "FAULT_REQUEUE_DUP_RUNNING": (dict(DUPS=1, JOBS=1), "never two attempts of one job at once"),
-    # requeue.lua as at 8f52d95 (busy evidence for every job, `proc` unread): the former known gap.
+    # requeue.lua with busy evidence for every job and `proc` unread (finding 8): the former known gap.
     # The worker's slot dies after its take, before the launch; it is respawned (its boot clears
     # busy:<worker>) before its supervisor requeues the dead incarnation's list. A duplicate entry in
     # the other slot's list is requeued there (no busy evidence: the attempt is dead); the respawned
     # slot, the same worker, starts the job again from its new list; the supervisor's requeue of the
     # dead list finds the job running under its own worker id and requeues it: a second attempt
     "FAULT_REQUEUE_NO_PROC_CHECK": (dict(DUPS=1, CRASHES=1, JOBS=1), "never two attempts of one job at once"),
-    # start_job's takeover (fairness, 2682483) without its insert_before_bulk, in the world of three
+    # start_job's takeover (fairness; model/README.md, "the takeover") without its insert_before_bulk, in the world of three
     # jobs of user 0, job 2 interactive, no fault: job 0 runs, job 1 parks behind it, job 2 is
     # queued; job 0's settle_take releases the lock, reserving it for job 1 ('r:1', job 1 to ready),
     # and its take part claims job 2, which takes the lock over and LREMs job 1 from ready without

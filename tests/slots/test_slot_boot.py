@@ -1,6 +1,6 @@
 """A slot's start, in a real forked slot process on a real Redis: it registers its processing list
 itself before its first claim (beating while Redis is down), and a slot that cannot be built exits
-``SlotExit.BOOT_ERROR`` (issue 8)."""
+``SlotExit.BOOT_ERROR``."""
 
 import os
 import signal
@@ -11,7 +11,8 @@ import pytest
 from conftest import wait_until
 from tender_pool.slots.reports import ReportReader
 from tender_pool.store.config import load
-from tender_pool.store.keys import Keys, Owner
+from support.keyspace import keys
+from tender_pool.store.keys import Owner
 from tender_pool.slots.reports import Beat, SlotExit
 
 
@@ -43,7 +44,7 @@ def _reports(rfd: int, reader: ReportReader) -> list:
 @pytest.mark.timeout(60)
 def test_the_slot_registers_its_list_before_claiming_and_beats_while_redis_is_down(h):
     cfg = load(str(h.config()), {})
-    k = Keys(cfg.redis.prefix, cfg.pool.queue)
+    k = keys(cfg.redis.prefix, cfg.pool.queue)
     proc = k.proc("hx", "inc1", 1, 1)
     owner = Owner("hx", "inc1", "boot", os.getpid()).encode()
     # Given Redis down when the slot starts, and a job already queued

@@ -1,6 +1,6 @@
 """What a slot makes of a job's end, through a real daemon: refused handler error kinds, a handler
 that closes its pipes, waits past max_waits, rejected inputs, fenced extraction files, and a zip
-bomb that must never be opened in the slot itself (issue 8 and issue 9 items 13, 14, 18, 22)."""
+bomb that must never be opened in the slot itself."""
 
 import os
 import signal
@@ -71,7 +71,7 @@ def test_a_fenced_parse_markdown_attempts_files_are_deleted(h, tmp_path):
     files = [results / jid / "attempt-1.md", results / jid / "attempt-1.json"]
     assert all(f.exists() for f in files)
     # When the job was reclaimed elsewhere meanwhile (a newer attempt's token)
-    h.r.hset(f"{h.prefix}:{{tender_parse}}:job:{jid}", "token", "9.elsewhere")
+    h.r.hset(h.k.job(jid), "token", "9.elsewhere")
     os.kill(pid, signal.SIGCONT)
     # Then its settle is fenced and its files are deleted, never published
     wait_until(lambda: h.daemons[0].log_events("settled", verdict="fenced"), 10, what="fenced settle")

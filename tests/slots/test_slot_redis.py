@@ -1,4 +1,4 @@
-"""A slot and Redis failures, through a real daemon: a partition during settle (issue 9 item 4), a
+"""A slot and Redis failures, through a real daemon: a partition during settle, a
 settle whose reply was lost (item 22), and an entry left in the slot's list after a Redis error
 that was not the claim's (item 6). The partition is a TCP proxy that drops traffic (``blackhole``)."""
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from blackhole import Blackhole
+from support.blackhole import Blackhole
 from conftest import wait_until
 
 
@@ -75,13 +75,12 @@ def test_a_settle_whose_reply_was_lost_counts_as_what_it_was(h, hole):
 def test_after_any_redis_error_the_slot_puts_back_what_it_does_not_run(h):
     # Given a slot running a job, and an entry in its list it does not run (a settle a failover undid)
     d = h.daemon(workers=1, faults="")
-    k = f"{h.prefix}:{{tender_parse}}"
     running = h.submit(user="a", payload={"record": str(h.records), "sleep": 3})
     wait_until(lambda: (h.records / f"{running}.1.start").exists(), 15, what="start")
-    (proc,) = [p.decode() for p in h.r.scan_iter(match=f"{k}:proc:*") if running.encode() in h.r.lrange(p, 0, -1)]
+    (proc,) = [p.decode() for p in h.r.scan_iter(match=h.k.proc_pattern) if running.encode() in h.r.lrange(p, 0, -1)]
     left = h.submit(user="b", payload={"record": str(h.records)})
-    assert h.r.lmove(f"{k}:ready:lo", proc, "RIGHT", "LEFT") == left.encode()
-    h.r.hset(f"{k}:job:{left}", mapping={"state": "running", "token": "1.lost", "attempts": 1,
+    assert h.r.lmove(h.k.ready_lo, proc, "RIGHT", "LEFT") == left.encode()
+    h.r.hset(h.k.job(left), mapping={"state": "running", "token": "1.lost", "attempts": 1,
                                          "timeout_ms": 600_000, "worker": "elsewhere"})
     # When Redis restarts under the running job (its cancel/fence poll fails; nothing else does)
     h.redis.restart()

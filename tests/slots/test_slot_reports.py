@@ -1,4 +1,4 @@
-"""The slot → supervisor reports never block a slot (issue 9 item 10), and a slot keeps reporting
+"""The slot → supervisor reports never block a slot, and a slot keeps reporting
 while it waits out a job's kill_grace (item 12): real daemons, a really stopped supervisor."""
 
 import json
@@ -11,7 +11,7 @@ from conftest import wait_until
 
 
 def _done(h, jids):
-    return sum(1 for j in jids if h.r.hget(f"{h.prefix}:{{tender_parse}}:job:{j}", "state") == b"completed")
+    return sum(1 for j in jids if h.r.hget(h.k.job(j), "state") == b"completed")
 
 
 @pytest.mark.timeout(120)

@@ -1,5 +1,5 @@
-"""runner: an attempt ends when its process exits, and the slot keeps beating through a slow kill
-(issue 9 items 12 and 13), with real processes."""
+"""runner: an attempt ends when its process exits, and the slot keeps beating through a slow kill,
+with real processes."""
 
 import sys
 import time

@@ -1,4 +1,4 @@
-"""Issue 17, also noted: the results disk check asks for 4 × the input's size free, so a nearly full
+"""The results disk check asks for 4 × the input's size free, so a nearly full
 small disk fails jobs whose result would have fit. The ``storage`` error says so, with the figures:
 the path, the bytes free, the bytes needed and the rule that made them."""
 

@@ -1,0 +1,1 @@
+"""Unit tests of tender_pool.store: config loading, log lines."""

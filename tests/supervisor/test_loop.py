@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import write_config
+from support.keyspace import keys
 from tender_pool.slots.reports import Reporter
 from tender_pool.supervisor import control
 from tender_pool.store.config import load
@@ -129,7 +130,7 @@ def test_first_step_forks_every_slot_and_reports_make_them_idle(make):
     sup, ops = make(workers=2)
     assert sup.step(0.0) is None
     assert ops.forks == 2 and all(s.state is SlotState.STARTING for s in sup.table.slots)
-    assert [s.proc for s in sup.table.slots] == [f"t:{{tender_parse}}:proc:h:{sup.incarnation}:{i}.1" for i in (1, 2)]
+    assert [s.proc for s in sup.table.slots] == [keys("t").proc("h", sup.incarnation, i, 1) for i in (1, 2)]
     a, b = pids(sup)
     ops.report(a, Idle())
     ops.report(b, Beat())
@@ -167,7 +168,7 @@ def test_respawn_backoff_doubles_then_crash_looping(make):
 
 
 def test_a_death_while_running_a_job_is_the_jobs_not_the_slots(make):
-    # issue 9 item 9: poison jobs that kill their slot must not make the slot crash-loop
+    # poison jobs that kill their slot must not make the slot crash-loop
     sup, ops = make(workers=1)
     sup.step(0.0)
     t = 0.0
@@ -353,7 +354,7 @@ def test_silent_slot_is_killed_once_per_silence(make):
 
 
 def test_queued_reports_are_read_before_judging_and_a_stall_of_the_loop_kills_nobody(make):
-    # issue 9 item 10: after SIGSTOP/SIGCONT of the supervisor, healthy slots are not killed
+    # after SIGSTOP/SIGCONT of the supervisor, healthy slots are not killed
     sup, ops = make(workers=2)
     sup.step(0.0)
     a, b = pids(sup)
@@ -377,7 +378,7 @@ def test_queued_reports_are_read_before_judging_and_a_stall_of_the_loop_kills_no
 
 
 def test_a_list_the_housekeeper_found_stuck_gets_its_slot_killed(make):
-    # issue 9 item 5: the handover survives every loop
+    # the handover survives every loop
     sup, ops = make(workers=2)
     sup.step(0.0)
     a, b = pids(sup)
@@ -409,7 +410,7 @@ def test_step_uses_only_the_clock_it_is_given(make, monkeypatch):
 
 
 def test_the_fence_stops_running_jobs_once_heartbeats_lapse_and_rearms_after(make):
-    # issue 11: a host whose last heartbeat write was sent longer than pool.fence ago kills its jobs
+    # a host whose last heartbeat write was sent longer than pool.fence ago kills its jobs
     # (SIGUSR1: the slot kills the attempt's group and puts the job back) before any other host may
     # reclaim them (3 heartbeats); an idle slot is left alone; a stall shorter than the fence kills nothing.
     sup, ops = make(workers=2)

@@ -1,3 +1,5 @@
-"""Test helpers that start real processes beyond the single ``redis_server`` of tests/conftest.py:
-a Sentinel-managed Redis set (``sentinel``) and a TCP proxy the test can pause, resume and cut
-(``proxy``). Imported by the conftest of the directories that use them."""
+"""What tests in several folders share, beyond tests/conftest.py's ``redis_server`` and harness:
+``keyspace`` (every key name, from the store's ``Keys``), ``producer`` (a submitting thread for the
+failover tests), real processes — a Sentinel-managed Redis set (``sentinel``), a Redis Cluster
+(``cluster``) — and TCP proxies a test can pause or cut (``proxy``, ``blackhole``); ``requeue_ref``
+is the reference the batched requeue is checked against."""

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import wait_until
 from tender_pool.web import create_app, local_only
-from webhelp import Server, client_for
+from .webhelp import Server, client_for
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 PREFIX = "/a/b/tender-parse"
@@ -179,7 +179,7 @@ def test_run_progress_advances_and_survives_offline(h, site, browser, shots):
     shown = [li.get_attribute("data-id") for li in css(d, "#events li")]
     assert len(shown) == len(set(shown))  # every event once
     snapshot = shown[-1]
-    stored = [i.decode() for i, _ in h.r.xrange(h.queue().k.run_events(run.id))]
+    stored = [i.decode() for i, _ in h.r.xrange(h.k.run_events(run.id))]
     assert sorted(shown[:-1], key=_sid) == [s for s in stored if _sid(s) > _sid(snapshot)]
     assert all(b.text == "completed" for b in css(d, "#run-jobs td.state .badge"))
     errors, outside = page_problems(d, base)

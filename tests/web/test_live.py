@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TENDER_POOL, wait_until
 from tender_pool.web import create_app, local_only
-from webhelp import Server, client_for, free_port
+from .webhelp import Server, client_for, free_port
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_run_events_resume_with_last_event_id_every_event_once(h, pool):
     items = [{"key": f"k{i}", "payload": {"sleep": 0.25, "progress": [{"progress": 0.5, "message": f"half {i}"}]}}
              for i in range(6)]
     run = pool.submit_run("u1", "behave", items)
-    stream_key = h.queue().k.run_events(run.id)
+    stream_key = h.k.run_events(run.id)
     with Server(create_app(pool, auth=local_only)) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
         url = f"/runs/{run.id}/events"
         # first connection: the snapshot and a few events, then the connection is dropped

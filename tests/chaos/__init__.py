@@ -1,1 +1,0 @@
-"""The chaos soak (issue 11): see test_chaos.py's docstring."""

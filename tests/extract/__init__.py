@@ -1,0 +1,1 @@
+"""Tests of tender_pool.extract: readers, Markdown, the JVM driver, the corpus."""

@@ -1,0 +1,1 @@
+"""The chaos soak: see test_chaos.py's docstring."""

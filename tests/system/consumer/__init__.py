@@ -1,0 +1,1 @@
+"""The database consumer (examples/db_sync.py) against a real daemon, and under chaos."""

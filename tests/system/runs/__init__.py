@@ -1,0 +1,1 @@
+"""Runs on real daemons: fairness, progress, counts and events, skip by input hash."""

@@ -1,0 +1,1 @@
+"""Tests of tender_pool.web: the admin app, its live events, a real browser."""
