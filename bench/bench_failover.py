@@ -40,7 +40,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import TENDER_POOL, write_config  # noqa: E402
 from support.sentinel import SentinelSet, wait_until  # noqa: E402
 
-from tender_pool.store.connection import FastLane, NotReplicated, connect  # noqa: E402
+from tender_pool.store.fastlane import FastLane  # noqa: E402
+from tender_pool.store.replication import NotReplicated
+from tender_pool.store.connection import connect
 from tender_pool.client import Client, Unavailable  # noqa: E402
 from tender_pool.store.keys import Keys  # noqa: E402
 

@@ -42,11 +42,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 from tender_pool.client import Client  # noqa: E402
 from tender_pool.client import history  # noqa: E402
+from tender_pool.store import history_index  # noqa: E402
 from tender_pool.store import scripts  # noqa: E402
 from tender_pool.slots.queue import Queue, TakeArgs, Taken  # noqa: E402
 from tender_pool.store.keys import Keys, Owner  # noqa: E402
 from tender_pool.client.status_probe import QueueProbe  # noqa: E402
-from tender_pool.store.types import JobError  # noqa: E402
+from tender_pool.store.records import JobError  # noqa: E402
 
 USERS = 1000
 KINDS = ("parse_markdown", "write_section", "convert")
@@ -305,7 +306,7 @@ def reaper_pass(srv: Server, k: Keys, entries: int, hosts: int, started: bool) -
     """``entries`` jobs in the processing lists of ``hosts`` dead hosts (registered, their host keys
     gone), started (running: take.lua) or only claimed; one reap; seconds and what came back."""
     from tender_pool.store.config import load
-    from tender_pool.supervisor.reaper import Housekeeper
+    from tender_pool.supervisor.housekeeper import Housekeeper
 
     r = srv.r
     r.flushall()
@@ -436,15 +437,15 @@ def main() -> None:
         recount = sum(1 for j in range(finished) if failed(j)) + 1  # + the failed template
         cutoff = seeded_at - finished // 2  # the older half is past the retention
         c0, t0 = cpu_s(srv.r), time.perf_counter()
-        removed = history.trim(srv.r, k, cutoff)  # one sweep: bounded steps
+        removed = history_index.trim(srv.r, k, cutoff)  # one sweep: bounded steps
         trim_s, trim_cpu = time.perf_counter() - t0, cpu_s(srv.r) - c0
         sweeps, t0 = 1, time.perf_counter()
         while srv.r.zcount(k.finished, "-inf", cutoff):
-            removed += history.trim(srv.r, k, cutoff)
+            removed += history_index.trim(srv.r, k, cutoff)
             sweeps += 1
         rest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        history.trim(srv.r, k, cutoff + 5000)  # a sweep 5 s later: 5000 more past the retention (1000 jobs/s)
+        history_index.trim(srv.r, k, cutoff + 5000)  # a sweep 5 s later: 5000 more past the retention (1000 jobs/s)
         trim_next_ms = (time.perf_counter() - t0) * 1000
         print("\nreaper passes …", flush=True)
         reaps = [reaper_pass(srv, k, 10_000, 100, True), reaper_pass(srv, k, 10_000, 100, False)]
@@ -474,7 +475,7 @@ def main() -> None:
           f"(recount {recount})" + (f"   old: {status_old_ms:.0f} ms" if old else ""))
     print(f"  Client.status() without a daemon (its Redis view: probe + the hosts zset, their tables and busy states): {client_ms:.0f} ms")
     print(f"  trim, half the history past the retention at once: {removed} removed in {sweeps} sweeps (each at most "
-          f"{history.TRIM_STEPS} steps of {history.TRIM_STEP}); the first {trim_s * 1000:.0f} ms ({trim_cpu * 1000:.0f} ms "
+          f"{history_index.TRIM_STEPS} steps of {history_index.TRIM_STEP}); the first {trim_s * 1000:.0f} ms ({trim_cpu * 1000:.0f} ms "
           f"Redis CPU), the rest {rest_s * 1000:.0f} ms; then a sweep 5000 more past it: {trim_next_ms:.1f} ms")
     print()
     slow = print_reaps(reaps)

@@ -3,7 +3,7 @@ run's events, cancel, retry, and the admin page's status and history.
 
 Installs with redis and msgspec only (``pip install tender-pool``; the daemon needs the ``daemon``
 extra) and imports nothing of the daemon. Every value it returns is a msgspec Struct whose fields
-are CONTRACT.md's JSON fields (``msgspec.json.encode(run)`` is ``runs show --json``).
+are the contract's JSON fields (``msgspec.json.encode(run)`` is ``runs show --json``).
 
     from tender_pool.client import Client
 

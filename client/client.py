@@ -1,8 +1,8 @@
 """``Client``: the pool seen from a producer — the platform's web API, the CLI, a script.
 
 Owns every producer-side Redis call (submit, runs, cancel, retry, reads, events, history). It
-imports redis, msgspec and only the leaves of ours (``supervisor.keys``, ``supervisor.types``,
-``supervisor.config`` through ``slots.connection``, ``slots.scripts``); ``status()`` alone loads the
+imports redis, msgspec and, of ours, only the store (the Redis schema: ``keys``, ``records``,
+``submission``, ``scripts``, ``connection``, ``config``); ``status()`` alone loads the
 status-socket modules, lazily, and they need nothing of the daemon's extras either. A test checks it
 in a fresh interpreter.
 
@@ -24,16 +24,17 @@ import redis
 
 from tender_pool.store import scripts
 from tender_pool.store.script_args import CancelCall, EnqueueCall, RunCancelCall, RunRetryCall
-from tender_pool.store.connection import connect, wait_replicated
+from tender_pool.store.connection import connect
+from tender_pool.store.replication import wait_replicated
 from tender_pool.store.keys import Keys
-from tender_pool.store.types import (MAX_RUN_ID, JobRecord, JobView, SubmitRequest, check_job_id, check_name,
-                                          check_submit)
+from tender_pool.store.records import JobRecord
+from tender_pool.store.submission import MAX_RUN_ID, SubmitRequest, check_job_id, check_name, check_submit
 
 from tender_pool.client import consumer, follow, items as _items, records
 from tender_pool.client.run_submit import RunWriter
 from tender_pool.client.errors import BadInput, NotFound, Unavailable, translated
 from tender_pool.client.history import HistoryFilter, HistoryPage, query
-from tender_pool.client.models import FINAL_RUN_STATES, Event, Job, Run, RunSummary
+from tender_pool.client.models import FINAL_RUN_STATES, Event, Job, JobView, Run, RunSummary
 
 _json = msgspec.json.Encoder()
 DEFAULT_RETENTION_S = 604800
@@ -176,7 +177,7 @@ class Client:
         return p.execute()
 
     def record(self, job_id: str) -> JobRecord | None:
-        """The raw job record (``types.JobRecord``: tokens, counters) or None. Raises Undecodable."""
+        """The raw job record (``records.JobRecord``: tokens, counters) or None. Raises Undecodable."""
         with translated(self.url):
             h = self.r.hgetall(self.k.job(job_id))
         return records.decode_job(h) if h else None
@@ -188,7 +189,7 @@ class Client:
 
     def _existing(self, job_id: str) -> JobRecord:
         """The job's record; NotFound for none, and for a job of a run not sealed yet (staged by a
-        submission still under way, or one that died: it expires; CONTRACT "Runs")."""
+        submission still under way, or one that died: it expires; the contract, "Runs")."""
         rec = self.record(job_id)
         if rec is None or (rec.run and self._unsealed(rec.run)):
             raise NotFound(f"no such job: {job_id}")

@@ -36,7 +36,7 @@ import msgspec
 import redis
 
 from tender_pool.store.keys import Keys
-from tender_pool.store.types import JobView
+from tender_pool.client.models import JobView
 
 from tender_pool.client import records
 from tender_pool.client.errors import BadInput, NotFound

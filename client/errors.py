@@ -5,11 +5,11 @@
     ├── Unavailable     Redis (or the status socket) did not answer (the CLI exits 4)
     ├── Undecodable     a job hash exists but is not a job we can read (the CLI exits 1)
     ├── ValueError
-    │   └── BadInput    a submission that can never run (the CLI exits 2); ``types.BadInput`` itself
+    │   └── BadInput    a submission that can never run (the CLI exits 2); ``submission.BadInput`` itself
     └── redis.RedisError
         └── NotReplicated   the write ran on the primary but too few replicas have it (``[redis]
                             wait_replicas``): it may be lost by a failover; submit it again with the
-                            same id (the CLI exits 4). ``connection.NotReplicated`` itself.
+                            same id (the CLI exits 4). ``replication.NotReplicated`` itself.
 
 Redis connection errors and timeouts become ``Unavailable`` at the client's boundary
 (``translated``); any other Redis error (a script bug, a wrong server) is not ours to rename and
@@ -23,8 +23,9 @@ from typing import Iterator
 
 import redis
 
-from tender_pool.store.connection import NotReplicated
-from tender_pool.store.types import BadInput, Undecodable
+from tender_pool.store.replication import NotReplicated
+from tender_pool.store.records import Undecodable
+from tender_pool.store.submission import BadInput
 
 __all__ = ["BadInput", "NotFound", "NotReplicated", "Unavailable", "Undecodable", "translated"]
 

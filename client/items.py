@@ -1,9 +1,9 @@
 """A run's items: reading them from JSONL (with the line number of every refusal), checking them,
 and each one's input hash for skip.
 
-Checks are CONTRACT.md's, judged before any Redis call: a key is 1–200 characters of UTF-8 without
-control characters or braces (``types.check_name``) and unique in the run; a payload is a JSON
-object (``types.check_payload``); at least one item. A refusal is ``BadInput`` naming the line (the
+Checks are the contract's, judged before any Redis call: a key is 1–200 characters of UTF-8 without
+control characters or braces (``submission.check_name``) and unique in the run; a payload is a JSON
+object (``submission.check_payload``); at least one item. A refusal is ``BadInput`` naming the line (the
 CLI's file) or the item's 1-based position (the library's list).
 
 Input hash: ``store/digest.py`` (one definition for the client and the attempt, which records it
@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import msgspec
 
 from tender_pool.store import digest as _digest
-from tender_pool.store.types import BadInput, check_name, check_payload
+from tender_pool.store.submission import BadInput, check_name, check_payload
 
 
 class Item(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,29 +1,86 @@
-"""The client's typed return values: msgspec Structs whose fields are exactly CONTRACT.md's JSON
+"""The client's typed return values: msgspec Structs whose fields are exactly the contract's JSON
 fields, so ``msgspec.json.encode(x)`` is what the CLI's ``--json`` prints.
 
-``Job`` is ``types.JobView`` (``job --json``) itself, not a copy. An ``Event`` carries only the fields
-of its type: fields that do not belong to it are ``msgspec.UNSET`` and left out of its JSON (a job
-event has ``job_id``, ``key``, ``job_state``, ``skipped_from`` (null but on ``job_skipped``); ``job_progress`` adds ``progress``, ``message``,
+``Job`` is ``JobView`` (``job --json``), the view of a ``JobRecord`` that leaves the pool: Redis keeps
+times as integer ms (Redis ``TIME``), rendered as RFC 3339 UTC here, at the edge (``rfc3339``).
+
+An ``Event`` carries only the fields of its type: fields that do not belong to it are
+``msgspec.UNSET`` and left out of its JSON (a job event has ``job_id``, ``key``, ``job_state``,
+``skipped_from`` (null but on ``job_skipped``); ``job_progress`` adds ``progress``, ``message``,
 ``chunk``, each possibly null; a snapshot adds the run's ``user``, ``kind``, ``created_at``,
 ``finished_at``, ``jobs`` and ``gap``).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tender_pool.store.types import JobError, JobView
-
-Job = JobView
+from tender_pool.store.records import JobError, JobRecord
 
 RUN_STATES = ("pending", "running", "completed", "partial_success", "failed", "cancelled")
 FINAL_RUN_STATES = frozenset({"completed", "partial_success", "failed", "cancelled"})
 COUNT_FIELDS = ("queued", "waiting", "running", "completed", "failed", "cancelled", "skipped")
 EVENT_TYPES = ("snapshot", "run_started", "job_started", "job_progress", "job_completed", "job_failed",
                "job_skipped", "job_cancelled", "run_finished")
+
+
+def rfc3339(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+class JobView(msgspec.Struct):
+    """`job --json`: exactly the contract's field set."""
+
+    id: str
+    kind: str
+    user: str
+    state: str
+    priority: str
+    payload: dict[str, Any]
+    after: list[str]
+    attempts: int
+    tries: int
+    interruptions: int
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    worker: str | None
+    error: JobError | None
+    result: dict[str, Any] | None
+    skipped_from: str | None = None  # skipped: the id of the completed job whose result it carries
+
+    @classmethod
+    def of(cls, rec: JobRecord) -> "JobView":
+        return cls(
+            id=rec.id,
+            kind=rec.kind,
+            user=rec.user,
+            state=rec.state.value,
+            priority=rec.priority,
+            payload=rec.payload,
+            after=rec.after,
+            attempts=rec.attempts,
+            tries=rec.tries,
+            interruptions=rec.interruptions,
+            created_at=rfc3339(rec.created_at),
+            started_at=rfc3339(rec.started_at),
+            finished_at=rfc3339(rec.finished_at),
+            worker=rec.worker,
+            error=rec.error,
+            result=rec.result,
+            skipped_from=rec.skipped_from,
+        )
+
+
+Job = JobView
 
 
 class Counts(msgspec.Struct):

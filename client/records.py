@@ -1,4 +1,4 @@
-"""Redis hashes → typed values: a job hash → ``types.JobRecord``, a run hash → ``Counts`` and
+"""Redis hashes → typed values: a job hash → ``records.JobRecord``, a run hash → ``Counts`` and
 ``RunSummary``, a stream entry → ``Event``.
 
 Replies are bytes (clients are built with ``decode_responses=False``) and are decoded here, so a
@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from tender_pool.store.types import JobError, decode_job, rfc3339  # noqa: F401  (decode_job: re-exported)
+from tender_pool.store.records import JobError, decode_job  # noqa: F401  (decode_job: re-exported)
 
-from tender_pool.client.models import COUNT_FIELDS, Counts, Event, RunSummary
+from tender_pool.client.models import COUNT_FIELDS, Counts, Event, RunSummary, rfc3339
 
 
 def s(v: bytes | str | int | None) -> str | None:

@@ -30,10 +30,10 @@ from typing import Any, Callable, Iterator, Sequence
 import msgspec
 import redis
 
-from tender_pool.store.connection import wait_replicated
+from tender_pool.store.replication import wait_replicated
 from tender_pool.store.keys import Keys
 from tender_pool.store.script_args import RunAbortCall, RunQueueCall, RunSubmitCall, ScriptCall
-from tender_pool.store.types import BadInput, run_job_id
+from tender_pool.store.submission import BadInput, run_job_id
 
 from tender_pool.client import items as _items, records
 

@@ -23,6 +23,7 @@ from tender_pool.store.keys import Owner
 from tender_pool.client.status_probe import QueueProbe, QueueStats, redis_message, redis_warnings
 from tender_pool.client.status_protocol import (
     REPLY_CAP,
+    STATUS_PROTOCOL,
     ConsumerRow,
     HostSlots,
     ProtocolError,
@@ -36,7 +37,7 @@ from tender_pool.client.status_protocol import (
     write_frame,
     consumer_problems,
 )
-from tender_pool.store.types import STATUS_PROTOCOL, BusyState
+from tender_pool.store.records import BusyState
 
 
 class StatusUnavailable(Exception):

@@ -25,7 +25,7 @@ from tender_pool.store.connection import connect
 
 from tender_pool.client import consumer
 from tender_pool.client.follow import trimmed_past
-from tender_pool.client.history import HistoryKeys
+from tender_pool.store.history_index import HistoryKeys
 from tender_pool.client.models import Counts
 
 from tender_pool.store.config import Config
@@ -35,7 +35,7 @@ from tender_pool.client.status_protocol import ConsumerRow, RedisMemory, RunRow
 PROBE_TIMEOUT_S = 0.5
 FAILURE_MEMO_S = 1.0
 WARNINGS_EVERY_S = 30.0
-MEMORY_WARN_AT = 0.8  # of maxmemory (CONTRACT.md)
+MEMORY_WARN_AT = 0.8  # of maxmemory (the contract)
 # A refusal stays a problem this long: near maxmemory Redis refuses a write whenever the one before
 # pushed it over, and accepts the next once memory fell back (19.9 of 20 MiB read "healthy" between
 # refused submits). Long enough to outlast that flicker, short enough to clear soon after a fix.
@@ -119,7 +119,7 @@ class RunTracker:
 
     TAIL_BATCH = 5000
     TAIL_MAX = 200_000  # per read; the rest next time
-    SHOWN = 20  # CONTRACT.md: ``runs`` lists at most the 20 newest active runs
+    SHOWN = 20  # the contract: ``runs`` lists at most the 20 newest active runs
     SWEEP = 1000  # other active runs re-checked per read
     CHECK_BATCH = 2000  # HMGETs per pipeline
 
@@ -266,10 +266,10 @@ def _run_event(raw: bytes) -> tuple[str, str, str, int] | None:
 class QueueProbe:
     """Queue figures from Redis, in two pipelines whose cost does not grow with the queue or the
     history: list lengths, ZCARD, ZCOUNT of the failed index (``finished:state:failed`` over the
-    retention window: lib/terminal.lua's ``on_terminal`` keeps it, the housekeeper's ``history.trim`` trims it),
-    wake tokens looked for only near ready:lo's pop end (``WAKE_SCAN``), and one LLEN per user
-    with parked jobs and per user with queued jobs of either class (their backlogs: ``inready`` and
-    ``inready:hi`` name them).
+    retention window: lib/terminal.lua's ``on_terminal`` keeps it, the housekeeper's
+    ``history_index.trim`` trims it), wake tokens looked for only near ready:lo's pop end
+    (``WAKE_SCAN``), and one LLEN per user with parked jobs and per user with queued jobs of either
+    class (their backlogs: ``inready`` and ``inready:hi`` name them).
     """
 
     # Wake tokens are pushed at ready:lo's pop end and taken by the next claim: one is found this

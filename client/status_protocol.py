@@ -6,7 +6,7 @@ capped at ``REQUEST_CAP`` and replies at ``REPLY_CAP``; a peer that announces mo
 before anything is allocated. One request per connection: a read (``{"version": 1, "op":
 "status"}``) or a control request (``control.Request`` with ``"control": 1``), then the reply.
 
-``StatusView`` is ``status --json``: CONTRACT.md's fields first, then ours. ``HostSlots`` is the
+``StatusView`` is ``status --json``: the contract's fields first, then ours. ``HostSlots`` is the
 same table as a Redis value (``slots:<host>``) for ``status --redis``.
 """
 
@@ -20,8 +20,7 @@ import msgspec
 
 from tender_pool.client.models import Counts
 
-from tender_pool.store.types import STATUS_PROTOCOL, CountersView
-
+STATUS_PROTOCOL = 1
 REQUEST_CAP = 64 * 1024
 REPLY_CAP = 16 * 1024 * 1024
 HEADER = struct.Struct("!I")
@@ -91,7 +90,7 @@ class StatusRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class SlotRow(msgspec.Struct):
-    """One row of ``status``: CONTRACT.md's slot fields, in its order."""
+    """One row of ``status``: the contract's slot fields, in its order."""
 
     id: str
     pid: int | None
@@ -112,7 +111,7 @@ class SlotRow(msgspec.Struct):
 
 
 class RunRow(msgspec.Struct):
-    """One active run (pending or running) in ``status``: CONTRACT.md's ``runs`` fields."""
+    """One active run (pending or running) in ``status``: the contract's ``runs`` fields."""
 
     id: str
     user: str
@@ -144,6 +143,19 @@ class ConsumerRow(msgspec.Struct):
 def consumer_problems(rows: list[ConsumerRow] | None) -> list[str]:
     return [f"consumer group {c.group} lost events past [events] max_backlog (gap): its consumer must resync"
             for c in rows or [] if c.gap]
+
+
+class CountersView(msgspec.Struct):
+    """The supervisor's counters since it started (``status``'s ``counters``)."""
+
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    deferred: int = 0
+    reclaimed: int = 0
+    timed_out: int = 0
+    killed: int = 0
+    slot_restarts: int = 0
 
 
 class StatusView(msgspec.Struct, kw_only=True):

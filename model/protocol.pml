@@ -849,7 +849,7 @@ enddead:
   goto boot
 }
 
-/* supervisor/daemon.py (on_slot_exit, the fence) + supervisor/reaper.py Housekeeper (heartbeat,
+/* supervisor/daemon.py (on_slot_exit, the fence) + supervisor/housekeeper.py Housekeeper (heartbeat,
  * requeue_own) of host h, whose slot is slot h */
 proctype Supervisor(byte h) {
   byte L, e, res;
@@ -895,7 +895,7 @@ end:
   od
 }
 
-/* supervisor/reaper.py Housekeeper.reap on whichever host holds the reaper lease */
+/* supervisor/housekeeper.py Housekeeper.reap on whichever host holds the reaper lease */
 active proctype Reaper() {
   byte e, jd, jl, res;
   jd = NOJ; jl = NOJ;

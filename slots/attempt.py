@@ -25,7 +25,9 @@ import redis
 
 from tender_pool.store.config import Config
 from tender_pool.store.outcomes import Status, Stop
-from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.records import JobError, JobRecord
+from tender_pool.store.handler_io import Outcome
 from tender_pool.slots.reports import Busy
 
 from tender_pool.slots import groups, inputs, kinds, runner as runner_module

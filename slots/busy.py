@@ -30,7 +30,8 @@ import redis
 from tender_pool.store.config import Config
 from tender_pool.store.keys import Keys
 from tender_pool.store.outcomes import Status
-from tender_pool.store.types import BusyState, JobRecord, Outcome
+from tender_pool.store.records import BusyState, JobRecord
+from tender_pool.store.handler_io import Outcome
 
 from tender_pool.store import scripts
 

@@ -66,7 +66,8 @@ from typing import Any, Callable
 import msgspec
 
 from tender_pool.store.context import Final, JobContext
-from tender_pool.store.types import ErrorKind, JobError, JobRecord
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.records import JobError, JobRecord
 
 from tender_pool.slots.function_import import ImportProblem, prepend_path, resolve
 

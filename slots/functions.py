@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from tender_pool.store.types import JobRecord, Outcome
+from tender_pool.store.handler_io import Outcome
+from tender_pool.store.records import JobRecord
 
 from tender_pool.slots import handlers
 from tender_pool.slots.forkserver import EXIT_BAD_OUTPUT, EXIT_RAISED, MESSAGE_CAP, FunctionFailure, describe

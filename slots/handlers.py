@@ -19,7 +19,9 @@ import msgspec
 
 from tender_pool.store.config import Config
 from tender_pool.store.outcomes import Status, Stop
-from tender_pool.store.types import ErrorKind, HandlerFailure, HandlerInput, JobError, JobRecord, Outcome
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.handler_io import HandlerFailure, HandlerInput, Outcome
+from tender_pool.store.records import JobError, JobRecord
 
 from tender_pool.slots.runner import RunResult
 

@@ -34,7 +34,9 @@ import redis
 from tender_pool.store.config import Config
 from tender_pool.store.keys import Keys
 from tender_pool.store.outcomes import Requeue, Status
-from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.records import JobError, JobRecord
+from tender_pool.store.handler_io import Outcome
 from tender_pool.slots.reports import AttemptEnd, Finished
 
 from tender_pool.slots import faults

@@ -30,7 +30,9 @@ import msgspec
 
 from tender_pool.store.config import Config, HandlerConfig
 from tender_pool.store.outcomes import Status
-from tender_pool.store.types import ErrorKind, JobError, JobRecord, Outcome
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.records import JobError, JobRecord
+from tender_pool.store.handler_io import Outcome
 
 from tender_pool.slots import forkserver, functions, groups, handlers, runner
 from tender_pool.slots.function_import import ImportProblem

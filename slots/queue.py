@@ -23,15 +23,13 @@ import redis
 
 from tender_pool.store.keys import Keys
 from tender_pool.store.outcomes import Stop
-from tender_pool.store.types import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
-    BadInput,
+from tender_pool.store.records import (  # noqa: F401  (decode_job, Undecodable: re-exported for callers)
     JobError,
     JobRecord,
-    SubmitRequest,
     Undecodable,
-    check_submit,
     decode_job,
 )
+from tender_pool.store.submission import BadInput, SubmitRequest, check_submit
 
 from tender_pool.store import scripts
 from tender_pool.store.script_args import (
@@ -69,7 +67,9 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     start_result,
     take_result,
 )
-from tender_pool.store.connection import FastLane, connect, wait_replicated  # noqa: F401  (connect: re-exported for callers)
+from tender_pool.store.connection import connect  # noqa: F401  (connect: re-exported for callers)
+from tender_pool.store.fastlane import FastLane
+from tender_pool.store.replication import wait_replicated
 
 _json = msgspec.json.Encoder()
 

@@ -16,7 +16,6 @@ import struct
 
 import msgspec
 
-from tender_pool.store.types import CountersView, ErrorKind
 
 
 class AttemptEnd(str, enum.Enum):
@@ -75,7 +74,7 @@ class Idle(msgspec.Struct, tag="idle"):
 
 
 class Finished(msgspec.Struct, tag="finished"):
-    """One attempt's end, for the supervisor's counters (``tally``) and metrics. For ``PARKED``,
+    """One attempt's end, for the supervisor's counters (``counters.tally``) and metrics. For ``PARKED``,
     ``park_reason`` says behind what ("user" or "dependency"); ``error_kind`` is the job's error."""
 
     kind: str
@@ -100,20 +99,6 @@ class Preloaded(msgspec.Struct, tag="preloaded"):
 
 
 SlotReport = Beat | Busy | Idle | Finished | Preloaded
-
-
-def tally(rep: Finished) -> CountersView:
-    """The one classification of an attempt's end into counters: the supervisor adds it to its
-    counters, and metrics derive their own labels from the same ``Finished`` (so the two agree)."""
-    end = rep.outcome
-    return CountersView(
-        succeeded=int(end == AttemptEnd.COMPLETED),
-        failed=int(end in (AttemptEnd.FAILED, AttemptEnd.CANCELLED, AttemptEnd.DEAD)),
-        retried=int(end == AttemptEnd.RETRIED),
-        deferred=int(end == AttemptEnd.PARKED),
-        timed_out=int(rep.error_kind == ErrorKind.TIMEOUT.value and end != AttemptEnd.PARKED),
-        killed=int(bool(rep.killed)),
-    )
 
 
 _enc = msgspec.msgpack.Encoder()

@@ -15,7 +15,7 @@ from typing import Callable, TypeVar
 
 import redis
 
-from tender_pool.store.connection import NotReplicated, retry_delay
+from tender_pool.store.replication import NotReplicated, retry_delay
 
 T = TypeVar("T")
 

@@ -25,7 +25,9 @@ import redis
 
 from tender_pool.store.config import Config
 from tender_pool.store.outcomes import Status
-from tender_pool.store.types import ErrorKind, JobRecord, Outcome
+from tender_pool.store.error_kinds import ErrorKind
+from tender_pool.store.records import JobRecord
+from tender_pool.store.handler_io import Outcome
 from tender_pool.slots.reports import AttemptEnd, Finished, Idle
 
 from tender_pool.slots import faults

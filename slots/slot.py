@@ -42,7 +42,7 @@ import setproctitle
 
 from tender_pool.store import logs
 from tender_pool.store.config import Config
-from tender_pool.store.connection import NotReplicated, retry_delay
+from tender_pool.store.replication import NotReplicated, retry_delay
 from tender_pool.slots.reports import Beat, Idle, Preloaded, SlotExit
 
 from tender_pool.slots import faults, groups, kinds, runner

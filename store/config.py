@@ -1,6 +1,6 @@
 """Configuration: discovery, TOML parsing, environment overrides and validation.
 
-Owns the one rule of CONTRACT.md: an invalid value stops the command before any connection with one
+Owns the one rule of the contract: an invalid value stops the command before any connection with one
 line ``config: <key or env var>: <value>: <what is allowed>`` and exit status 2. Every key and its
 default is documented in the repository's ``tender-pool.toml``; a test checks the two agree.
 
@@ -53,7 +53,7 @@ class RedisConfig(msgspec.Struct, forbid_unknown_fields=True):
     socket_timeout: float = 5.0
     # Replicas that must have a write before it is acknowledged (WAIT). None until load() settles it:
     # 1 for redis+sentinel:// URLs (a failover must not lose an acknowledged job), else 0. Through
-    # Sentinel a floor: every replica Sentinel could promote is waited for too (store/connection.py).
+    # Sentinel a floor: every replica Sentinel could promote is waited for too (store/replication.py).
     wait_replicas: int | None = None
     wait_timeout: float = 1.0
 
@@ -353,7 +353,7 @@ def _check_url(url: str, key: str) -> None:
 
 
 def _check_timings(cfg: Config) -> None:
-    """Settings that are each valid but cannot work together (CONTRACT: rejected at load).
+    """Settings that are each valid but cannot work together (the contract: rejected at load).
 
     - A slot reports to its supervisor only between blocking calls, and is killed as wedged after
       3 heartbeats of silence: a claim (BLMOVE) blocking ``claim_timeout`` plus one beat interval
@@ -399,7 +399,7 @@ def _check_timings(cfg: Config) -> None:
     if p.retry_backoff > p.retry_backoff_max:
         raise ConfigError("pool.retry_backoff_max", p.retry_backoff_max, "at least pool.retry_backoff")
     if r.wait_replicas is None:  # acknowledged = replicated wherever a Sentinel failover can happen
-        r.wait_replicas = 1 if r.url.startswith("redis+sentinel://") else 0  # redis+cluster://: 0 (CONTRACT)
+        r.wait_replicas = 1 if r.url.startswith("redis+sentinel://") else 0  # redis+cluster://: 0 (the contract)
     if r.wait_replicas < 0:
         raise ConfigError("redis.wait_replicas", r.wait_replicas, "an integer >= 0")
 
@@ -424,7 +424,7 @@ def parse_cluster_url(url: str) -> list[tuple[str, int]]:
 def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, int]:
     """``redis+sentinel://host[:port][,host[:port]]…/service[/db]`` → (nodes, service, db); the port
     defaults to 26379, the service to ``mymaster``, the db to 0. Raises ValueError. Here, not in
-    store/connection.py, so that a bad URL is a config error before any connection."""
+    store/sentinel.py, so that a bad URL is a config error before any connection."""
     rest = url[len("redis+sentinel://") :]
     hosts, _, path = rest.partition("/")
     service, _, db = path.partition("/")

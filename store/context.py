@@ -1,9 +1,9 @@
 """What a function handler is given and may raise: ``JobContext`` and ``Final``.
 
-A function handler (``[handlers.NAME] function = "module:qualname"``, CONTRACT.md "Function
+A function handler (``[handlers.NAME] function = "module:qualname"``, the contract's "Function
 handlers") is the platform's own Python code, called in a forked child of a slot with one
-``JobContext``. It lives here, in ``tender_pool.client``, so that the platform's code imports
-nothing of the daemon: redis and msgspec are all this module (lazily) needs.
+``JobContext``. It lives in the store, and ``tender_pool.client`` re-exports it, so that the
+platform's code imports nothing of the daemon: redis and msgspec are all this module (lazily) needs.
 
 Fork safety: a context is built in the attempt's child and talks to nothing it inherited. Its
 progress lines go to the attempt's own progress pipe (``TENDER_POOL_PROGRESS_FD``, the fd 3

@@ -1,4 +1,4 @@
-"""The input hash that makes a run item skippable, defined once for both sides (CONTRACT.md, Runs).
+"""The input hash that makes a run item skippable, defined once for both sides (the contract, "Runs").
 
 The client computes it at submit time to look up ``done:<kind>:<user>:<hash>``; the attempt that
 runs the item computes it again of the bytes it is about to read, and that is the hash the settle

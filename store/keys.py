@@ -12,7 +12,7 @@ the two in a real Redis). The price, stated plainly: the whole pool lives on one
 | ``proc:<host>:<inc>:<slot>.<n>`` | list | one slot incarnation's claimed ids (BLMOVE target) |
 | ``proclists`` | hash | processing list → its ``Owner``, encoded ``<host>\t<incarnation>|<boot id>|<pid>`` |
 | ``started`` | hash | job id → claim stamp, ms (Redis TIME); the reaper stamps any entry without one |
-| ``job:<id>`` | hash | the job record (``types.JobRecord``) |
+| ``job:<id>`` | hash | the job record (``records.JobRecord``) |
 | ``lock:<user>`` | string | attempt token of the user's running job, or ``r:<id>`` reserved for a promoted waiter |
 | ``wait:<user>`` | list | the user's parked job ids: interactive ones (``!<id>``) first, each class FIFO |
 | ``waitusers`` | set | users with parked jobs (for the lost-promotion sweep) |
@@ -22,7 +22,7 @@ the two in a real Redis). The price, stated plainly: the whole pool lives on one
 | ``host:<host>`` | string | liveness of a host's supervisor: ``Owner.holder`` (incarnation, boot id, pid), PX 3 × heartbeat |
 | ``reaper`` | string | lease: one reaper per Redis at a time (correctness does not depend on it) |
 | ``finished`` | zset | job id → finish ms, for history and retention |
-| ``busy:<worker id>`` | string | a slot's running attempt (``types.BusyState`` JSON), PX longest timeout + 120 s |
+| ``busy:<worker id>`` | string | a slot's running attempt (``records.BusyState`` JSON), PX longest timeout + 120 s |
 | ``slots:<host>`` | string | a host's slot table (``status_protocol.HostSlots`` JSON), PX 3 × heartbeat, for ``status --redis`` |
 | ``depwaits`` | set | ids that have a ``deps:<id>`` list (parked dependents), so counting them needs no SCAN |
 | ``active`` | hash | user → running attempts (±1 on entering/leaving ``running``, lib/state.lua ``set_state``) |

@@ -1,6 +1,6 @@
 """The ``tender-pool`` command (click). Thin: each command loads the config, calls one owner, prints.
 
-Exit codes are CONTRACT.md's: 2 bad config / usage / bad input / no such job or run, 4 Redis
+Exit codes are the contract's: 2 bad config / usage / bad input / no such job or run, 4 Redis
 unreachable, 3 extraction error (extract). Only ``run`` imports the daemon; every producer-side
 command (submit, job, cancel, history, runs) goes through ``tender_pool.client``, which owns the
 Redis calls: this module has none of its own.
@@ -19,7 +19,8 @@ import click
 import msgspec
 
 from tender_pool.store.config import Config, ConfigError, load, one_line
-from tender_pool.store.types import MAX_PAYLOAD_DEPTH, TERMINAL_STATES
+from tender_pool.store.records import TERMINAL_STATES
+from tender_pool.store.submission import MAX_PAYLOAD_DEPTH
 
 TERMINAL = {s.value for s in TERMINAL_STATES}
 
@@ -231,7 +232,7 @@ def _status_once(cfg: Config, via_redis: bool) -> tuple[dict, str, int]:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the status object (CONTRACT.md fields).")
+@click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 @click.option("--watch", is_flag=True, help="Refresh in place every --interval seconds until ^C.")
 @click.option("--interval", type=float, callback=_seconds, default=2.0, show_default=True, help="With --watch.")
 @click.option("--redis", "via_redis", is_flag=True, help="Ask Redis, not the local socket: every host's slots.")
@@ -571,7 +572,7 @@ def handlers(as_json: bool, config_path: str | None) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON (CONTRACT.md) instead of Markdown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the extraction JSON instead of Markdown.")
 @click.option("--timeout", type=float, callback=_seconds, help="Hard timeout in seconds.")
 def extract(file: str, as_json: bool, timeout: float | None) -> None:
     """Extract one document locally (no Redis): Markdown on stdout. Exit 3 on an extraction error."""

@@ -29,7 +29,7 @@ import msgspec
 
 from tender_pool.client.status_protocol import CONTROL_OPS, CONTROL_VERSION, ControlReply, Request
 from tender_pool.store.config import Config
-from tender_pool.store.types import STATUS_PROTOCOL
+from tender_pool.client.status_protocol import STATUS_PROTOCOL
 
 
 RESTART = frozenset({

@@ -53,13 +53,14 @@ from tender_pool.supervisor.forking import ProcessOps
 from tender_pool.store.keys import Keys, Owner
 from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
 from tender_pool.supervisor.notify import Announcer, Notifier
-from tender_pool.supervisor.reaper import Housekeeper
+from tender_pool.supervisor.housekeeper import Housekeeper
 from tender_pool.supervisor.slot_table import SlotProc, SlotTable
 from tender_pool.supervisor.status_builder import StatusBuilder
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import SocketInUse, StatusServer, close_after_fork
-from tender_pool.store.types import STATUS_PROTOCOL, CountersView, add_counters
-from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport, tally
+from tender_pool.client.status_protocol import STATUS_PROTOCOL, CountersView
+from tender_pool.supervisor.counters import add_counters, tally
+from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
 

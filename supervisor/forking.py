@@ -19,16 +19,16 @@ child, so the child must never take a lock those threads may hold. It does not:
 So ``fork()`` needs no lock and never waits: there is no ``fork_lock`` any more. A fork server would
 be the next step if a slot ever had to share state with those threads; it does not.
 
-Memory (issue 12, idle PSS of the pool < 64 MiB). A slot shares the supervisor's pages copy-on-write,
-so the pool's PSS is the pages resident at the fork, once, plus every page any of the five
-processes writes afterwards. Before each fork the supervisor hands its malloc heap's free pages back
-to the kernel (``_trim_heap``): free but resident pages are otherwise inherited and counted, and a
-slot's first allocations there copy them. Measured, idle after work, 3 runs each: bench_pool.py
-65.6-65.9 MiB (66.8-67.0 without), bench/compare 64.8-65.4 (66.3-67.0). The daemon freezes the GC
-before the first fork (``daemon._prepare_fork``) so that a slot's collections do not write into
-inherited objects. What remains per slot (~7 MiB private after its first jobs) is mostly CPython
-touching inherited objects: every call increfs its function and code object and 3.11 specialises
-bytecode in place, so each page holding an object the slot's loop uses is copied once.
+Memory (the target: idle PSS of the pool < 64 MiB, README "Measurements"). A slot shares the
+supervisor's pages copy-on-write, so the pool's PSS is the pages resident at the fork, once, plus every
+page any of the five processes writes afterwards. Before each fork the supervisor hands its malloc
+heap's free pages back to the kernel (``_trim_heap``): free but resident pages are otherwise inherited
+and counted, and a slot's first allocations there copy them. Measured, idle after work, 3 runs each:
+bench_pool.py 65.6-65.9 MiB (66.8-67.0 without), bench/compare 64.8-65.4 (66.3-67.0). The daemon
+freezes the GC before the first fork (``daemon._prepare_fork``) so that a slot's collections do not
+write into inherited objects. What remains per slot (~7 MiB private after its first jobs) is mostly
+CPython touching inherited objects: every call increfs its function and code object and 3.11
+specialises bytecode in place, so each page holding an object the slot's loop uses is copied once.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import Callable
 
 from tender_pool.supervisor import control
 from tender_pool.store.config import Config, ConfigError, check_functions, has_functions, load
-from tender_pool.supervisor.slot_table import SlotTable
-from tender_pool.store.types import STATUS_PROTOCOL, SlotState
+from tender_pool.supervisor.slot_table import SlotState, SlotTable
+from tender_pool.client.status_protocol import STATUS_PROTOCOL
 
 
 @dataclass

@@ -9,9 +9,9 @@ corrupted by PID reuse (client_python#654). It also keeps a single listener on l
 supervisor instead of one forked server per process. The price: counts restart at zero with the
 daemon, which Prometheus' ``rate()`` handles as a counter reset.
 
-One classification: an attempt's end is counted by ``types.tally``, the same function the
+One classification: an attempt's end is counted by ``counters.tally``, the same function the
 supervisor's counters (and so ``status``) use; the labels here are read from the same ``Finished``
-(``outcome`` as ``types.AttemptEnd``, ``park_reason`` for deferrals), so /metrics and ``status``
+(``outcome`` as ``reports.AttemptEnd``, ``park_reason`` for deferrals), so /metrics and ``status``
 cannot disagree.
 
 Gauges of the queue (depth, processing, deferred, delayed, dead-letter, failed) are read from Redis
@@ -23,7 +23,7 @@ Extraction: ``tender_pool_extract_pages_total`` and ``tender_pool_extract_input_
 what ``Finished.pages`` / ``Finished.input_bytes`` carry (the slot fills them from a completed
 parse_markdown result and the input file's size).
 
-Runs and events (runs issue): failures by error kind (``job_failures``) and fd-3 progress lines
+Runs and events: failures by error kind (``job_failures``) and fd-3 progress lines
 (``progress_events``, ``progress_lines_dropped``) come from ``Finished`` like the rest; runs by final
 state, jobs per run and time to finish a run come from the probe's ``RunTracker`` at scrape time (it
 tails the queue's ``events`` stream for ``run_finished``), and events written from the ``events``
@@ -45,8 +45,9 @@ from prometheus_client.registry import Collector
 
 from tender_pool.client.status_probe import QueueProbe
 from tender_pool.supervisor.status_server import close_after_fork
-from tender_pool.store.types import SlotState
-from tender_pool.slots.reports import AttemptEnd, Finished, tally
+from tender_pool.supervisor.slot_table import SlotState
+from tender_pool.slots.reports import AttemptEnd, Finished
+from tender_pool.supervisor.counters import tally
 
 P = "tender_pool_"
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200)

@@ -1,6 +1,6 @@
 """The slot table: each slot's process and what the supervisor wants of it; the one place both change.
 
-A slot has a ``state`` (``types.SlotState``: what it is doing, what ``status`` shows) and an
+A slot has a ``state`` (``SlotState``: what it is doing, what ``status`` shows) and an
 ``intent`` (what the supervisor wants of it). Only ``SlotTable``'s methods assign either; each
 assignment carries a Supervisor-style ``# FROM -> TO`` comment. The table does no I/O of its own:
 the one effect it has, signalling a slot, goes through the ``kill`` function it is given, so the
@@ -20,9 +20,11 @@ unit tests drive it (and the daemon's ``step``) with a fixed clock and no proces
     DRAIN    the daemon is stopping: stays OFFLINE
 A job is never killed to shrink, reload or pause the pool: those only ask (SIGTERM).
 
-Threads: the status thread and the metrics scrape read the table through ``snapshot()`` (a copy of
-the list; each SlotProc attribute is one reference, read whole under the GIL). Nothing else but the
-supervisor's main loop calls the other methods.
+Threads: the status thread and the metrics scrape only read the table: ``snapshot()`` (a copy of
+the list; each SlotProc attribute is one reference, read whole under the GIL), and, for a control
+request's reply and ``status``'s draining flag, ``counted()`` and the ``draining``/``paused``
+properties (``lifecycle.answer``, ``Supervisor._handle_request``). Every method that changes the
+table is called by the supervisor's main loop only.
 """
 
 from __future__ import annotations
@@ -35,13 +37,22 @@ from typing import Callable
 
 from tender_pool.slots.reports import ReportReader
 
-from tender_pool.store.types import SlotState
-
 from tender_pool.slots.reports import Beat, Busy, Finished, Idle, Preloaded, SlotExit, SlotReport
 
 FAST_DEATH_S = 5.0  # a slot that dies sooner than this after spawning, not running a job, died "fast"
 CRASH_LOOP_AFTER = 3  # fast deaths in a row that make a slot crash-looping
 RESPAWN_MAX_S = 60.0
+
+
+class SlotState(str, enum.Enum):
+    """What a slot is doing, as ``status`` and the metrics show it (the diagram above)."""
+
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPING = "stopping"
+    OFFLINE = "offline"
+    CRASH_LOOPING = "crash-looping"
 
 
 class Intent(enum.Enum):

@@ -30,7 +30,9 @@ from tender_pool.store.keys import Keys
 from tender_pool.supervisor.procstat import ProcSampler
 from tender_pool.client.status_probe import REFUSAL_MEMO_S, QueueProbe, QueueStats, redis_message
 from tender_pool.client.status_protocol import HandlerRow, HostSlots, SlotRow, StatusReply, StatusView, consumer_problems
-from tender_pool.store.types import STATUS_PROTOCOL, CountersView, SlotState, rfc3339
+from tender_pool.client.models import rfc3339
+from tender_pool.client.status_protocol import STATUS_PROTOCOL, CountersView
+from tender_pool.supervisor.slot_table import SlotState
 
 DEADLINE_MARGIN_S = 5.0  # past timeout + kill_grace + this, a running job is "past its deadline"
 STORAGE_EVERY_S = 5.0  # directories are checked at most this often (a status storm costs no I/O)

@@ -59,7 +59,7 @@ from tender_pool.client.status_protocol import (
     read_frame,
     write_frame,
 )
-from tender_pool.store.types import STATUS_PROTOCOL
+from tender_pool.client.status_protocol import STATUS_PROTOCOL
 
 REQUEST_DEADLINE_S = 2.0  # accept → whole request read
 REPLY_DEADLINE_S = 2.0  # reply ready → reply taken by the client

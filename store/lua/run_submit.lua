@@ -12,7 +12,7 @@
 -- run to `runs`, `userruns:<user>` and `runqueue`, writes run_started, and ends the expiry of the
 -- run hash and its job list; run_queue.lua then queues the jobs, chunk by chunk (each job's own
 -- expiry ends as it is queued).
--- Job ids are `<run>/<n>` (types.run_job_id): no plain job has a '/', so the only jobs a chunk can
+-- Job ids are `<run>/<n>` (submission.run_job_id): no plain job has a '/', so the only jobs a chunk can
 -- find in its way are leftovers; a chunk refuses ({'collision', id}) before writing anything, and
 -- the caller removes what earlier chunks staged (run_abort.lua).
 -- KEYS[1] run:<run>  KEYS[2] runjobs:<run>  KEYS[3] runs  KEYS[4] userruns:<user>

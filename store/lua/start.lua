@@ -9,7 +9,7 @@
 -- KEYS[21..23] the interactive class's keys (Keys.hi_keys(user)): ready:hi, inready:hi, hibacklog:<user>
 -- KEYS[24..] pairs (job:<dep>, deps:<dep>) for each `after` dependency
 -- ARGV: 1 id, 2 random token suffix (the same on a retry of the same claim), 3 worker id, 4 timeout ms, 5 lock TTL ms, 6 retention s,
---       7 max waits, 8 user, 9 the slot's busy state as JSON (types.BusyState; attempt and started_at
+--       7 max waits, 8 user, 9 the slot's busy state as JSON (records.BusyState; attempt and started_at
 --       are filled in here), 10 busy-state TTL ms (longest timeout + 120 s), 11 the kind's per_user
 --       (1: the user's lock, as every per_user = 1 kind shares it; 0: no limit; N > 1: a semaphore
 --       of N per kind and user)

@@ -10,7 +10,7 @@ import pytest
 
 from tender_pool.client import BadInput, Client, NotFound, Unavailable
 from tender_pool.client.items import input_hash, read_jsonl
-from tender_pool.store.types import JobView
+from tender_pool.client.models import JobView
 
 pytestmark = pytest.mark.timeout(30)
 

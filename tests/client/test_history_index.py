@@ -1,9 +1,10 @@
-"""History off its indexes (lib.lua ``on_terminal`` writes them, ``client/history.py`` reads and trims
-them): every page and total a filter gives is what the old walk of every finished job hash gives,
-over a few hundred jobs that ended by every terminal path (settle, retry then settle, cancel queued
-and running, crash cap, dead letter, dependency failed, runs cancelled, run jobs finishing twice
-after a run retry); the indexes are trimmed with the retention, visiting only what is due; the
-status probe's failed count is a recount; an older history is indexed by the catch-up."""
+"""History off its indexes (lib.lua ``on_terminal`` writes them, ``client/history.py`` reads them,
+``store/history_index.py`` trims them): every page and total a filter gives is what the old walk of
+every finished job hash gives, over a few hundred jobs that ended by every terminal path (settle,
+retry then settle, cancel queued and running, crash cap, dead letter, dependency failed, runs
+cancelled, run jobs finishing twice after a run retry); the indexes are trimmed with the retention,
+visiting only what is due; the status probe's failed count is a recount; an older history is indexed
+by the catch-up."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ from conftest import wait_until
 
 from support.keyspace import QUEUE
 from tender_pool.client import Client
-from tender_pool.client import history as history_mod
-from tender_pool.client.history import HistoryFilter, HistoryKeys, catch_up, query, trim
+from tender_pool.client.history import HistoryFilter, query
+from tender_pool.store import history_index as history_mod
+from tender_pool.store.history_index import HistoryKeys, catch_up, trim
 from tender_pool.client.records import decode_job
 from tender_pool.client.errors import Undecodable
 from tender_pool.slots.queue import Taken, TakeArgs
 from tender_pool.client.status_probe import QueueProbe
-from tender_pool.store.types import JobError
+from tender_pool.store.records import JobError
 
 RET = 3600
 USERS = ["alice", "bob", "carol", "we:ird é"]

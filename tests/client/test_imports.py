@@ -14,9 +14,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DAEMON_DEPS = ("psutil", "structlog", "setproctitle", "prometheus_client", "click")
 # the client's own modules and the store (the Redis schema) are all it may load of ours
-LEAVES = {"tender_pool.store.keys", "tender_pool.store.types", "tender_pool.store.config",
-          "tender_pool.store.scripts", "tender_pool.store.script_args", "tender_pool.store.connection",
-          "tender_pool.store.digest",
+LEAVES = {"tender_pool.store.keys", "tender_pool.store.records", "tender_pool.store.submission",
+          "tender_pool.store.config", "tender_pool.store.scripts", "tender_pool.store.script_args",
+          "tender_pool.store.connection", "tender_pool.store.sentinel", "tender_pool.store.cluster",
+          "tender_pool.store.replication", "tender_pool.store.history_index", "tender_pool.store.digest",
           "tender_pool.store.context"}
 
 PROBE = """

@@ -14,7 +14,7 @@ import redis
 from tender_pool.client import BadInput, NotFound, Unavailable
 from tender_pool.client import records, run_submit as rs
 from tender_pool.client.items import input_hash
-from tender_pool.store.connection import wait_replicated as real_wait
+from tender_pool.store.replication import wait_replicated as real_wait
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,7 @@ import pytest
 from tender_pool.slots import forkserver, runner
 from tender_pool.slots.forkserver import ForkServer
 from tender_pool.store.config import Config
-from tender_pool.store.types import JobRecord
+from tender_pool.store.records import JobRecord
 
 MODULE = '''
 import os, sys

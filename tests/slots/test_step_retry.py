@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from tender_pool.slots.retry import Retry
-from tender_pool.store.connection import NotReplicated
+from tender_pool.store.replication import NotReplicated
 
 
 class Log:

@@ -7,7 +7,7 @@ from conftest import wait_until
 from tender_pool.slots.busy import BusyTracker, busy_ttl_ms
 from tender_pool.store.config import load
 from support.keyspace import keys as keyspace
-from tender_pool.store.types import JobRecord
+from tender_pool.store.records import JobRecord
 
 
 class _Log:
@@ -66,7 +66,7 @@ def test_finished_fields_carry_queue_wait_and_extraction_figures(h, tmp_path):
 
 
 def _outcome():
-    from tender_pool.store.types import Outcome
+    from tender_pool.store.handler_io import Outcome
     return Outcome("completed", result={"pages": 7, "format": "pdf"})
 
 

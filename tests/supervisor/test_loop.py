@@ -21,7 +21,7 @@ from tender_pool.store.config import load
 from tender_pool.supervisor.daemon import STALL_S, Supervisor
 from tender_pool.supervisor.notify import Notifier
 from tender_pool.supervisor.slot_table import CRASH_LOOP_AFTER, Intent
-from tender_pool.store.types import SlotState
+from tender_pool.supervisor.slot_table import SlotState
 from tender_pool.slots.reports import AttemptEnd, Beat, Busy, Finished, Idle, SlotExit
 
 pytestmark = pytest.mark.timeout(10)

@@ -28,7 +28,7 @@ from support.requeue_ref import requeue_one_by_one
 from tender_pool.slots.queue import Parked, Queue, Started, TakeArgs, Taken
 from tender_pool.store.config import load
 from tender_pool.store.keys import Owner
-from tender_pool.supervisor.reaper import Housekeeper
+from tender_pool.supervisor.housekeeper import Housekeeper
 
 USER = "we:ird user é"
 CAP = dict(crash_cap=3, lock_ttl_ms=60_000, retention_s=3600)

@@ -10,7 +10,8 @@ from tender_pool.supervisor import render
 from tender_pool.store.config import load
 from tender_pool.supervisor.status_builder import StatusBuilder
 from tender_pool.client.status_probe import QueueProbe
-from tender_pool.store.types import CountersView, SlotState
+from tender_pool.client.status_protocol import CountersView
+from tender_pool.supervisor.slot_table import SlotState
 from tender_pool.slots.reports import Busy
 
 

@@ -16,7 +16,7 @@ from support.keyspace import keys
 from tender_pool.client import Client
 from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
 from tender_pool.client.status_probe import QueueProbe
-from tender_pool.store.types import CountersView
+from tender_pool.client.status_protocol import CountersView
 
 
 

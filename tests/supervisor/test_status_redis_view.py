@@ -14,7 +14,7 @@ from conftest import wait_until
 from support.keyspace import keys
 from tender_pool.client.status_client import live_hosts
 from tender_pool.client.status_protocol import HostSlots, SlotRow
-from tender_pool.store.types import BusyState
+from tender_pool.store.records import BusyState
 
 
 def redis_view(h):

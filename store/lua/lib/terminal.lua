@@ -7,7 +7,7 @@
 -- `finished:kind:<kind>` (names built on `finished`'s by lib/keys, so the same hash tag;
 -- client/history.py reads them), so a filtered history page or the failed count is a range read, not a walk
 -- of the job hashes. `finished:trim` keeps per index ('state:<s>', 'user:<u>', 'kind:<k>') a score
--- at or below its oldest entry (ZADD LT), so the housekeeper's trim (history.trim) visits only the
+-- at or below its oldest entry (ZADD LT), so the housekeeper's trim (history_index.trim) visits only the
 -- indexes holding something past the retention. A hash without user or kind (a dead-lettered bad
 -- record) is in `finished` only: history cannot decode it anyway.
 -- The dependents go back to the front of their class's ready list: `ready` is ready:lo's name or

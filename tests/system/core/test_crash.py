@@ -69,7 +69,7 @@ def test_killed_before_ack_runs_again_and_old_attempt_is_fenced(h):
     assert job.attempts == 2 and job.result["value"]["attempt"] == 2
     # a stale settle from attempt 1 is refused (fencing token)
     q = h.queue()
-    from tender_pool.store.types import JobRecord
+    from tender_pool.store.records import JobRecord
     stale = JobRecord(id=jid, kind="behave", user="u1", payload={})
     ok, _ = q.settle("x", stale, "1.deadbeef", "completed", result={"value": "stale"}, lock_ttl_ms=1000,
                      retention_s=60)

@@ -28,7 +28,7 @@ from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from support.keyspace import QUEUE
-from tender_pool.store.types import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, SubmitRequest
+from tender_pool.store.submission import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, SubmitRequest
 
 from .conftest import fuzz
 from .test_submit_fuzz import Text, depth, id_ok, user_ok

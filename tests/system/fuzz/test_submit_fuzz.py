@@ -6,7 +6,7 @@ The oracle is written from CONTRACT.md ("Job ids", "Users", "--after"), not from
 - job ids: 1–200 of letters, digits and ``._:-``; users: 1–200 characters of UTF-8 without control
   characters or braces; ``--after`` ids must exist and may not be the job's own; the kind must be
   configured; ``--payload`` a JSON object (the limits of depth and size are the code's own:
-  ``types.MAX_PAYLOAD_DEPTH``/``MAX_PAYLOAD_BYTES``; examples stay far from those edges).
+  ``submission.MAX_PAYLOAD_DEPTH``/``MAX_PAYLOAD_BYTES``; examples stay far from those edges).
 Most examples run the command in-process (click's runner: milliseconds each, the same code path
 from argv on); a few run the real executable with raw argv bytes.
 """
@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from support.keyspace import QUEUE
 from tender_pool.supervisor.cli import main
-from tender_pool.store.types import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
+from tender_pool.store.submission import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
 
 from .conftest import fuzz, one_line_error
 
@@ -252,7 +252,7 @@ FIX_CLI = "the fix is in supervisor/cli.py (not this helper's file)"
 @pytest.mark.parametrize("cmd", ["job", "cancel"])
 def test_job_with_a_line_break_in_the_id_answers_in_one_line(world, cfg_path, cmd):
     """``tender-pool job $'\\r0'`` prints ``tender-pool: no such job: \\r0``: two lines. Fix: show
-    the id with ``repr`` (as ``types._shown`` does for submit) when it is not printable."""
+    the id with ``repr`` (as ``submission._shown`` does for submit) when it is not printable."""
     res = CliRunner().invoke(main, [cmd, "\r0", "-c", cfg_path])
     assert res.exit_code == 2
     one_line_error(res.stderr, "tender-pool: ")
@@ -263,7 +263,7 @@ def test_job_with_a_line_break_in_the_id_answers_in_one_line(world, cfg_path, cm
 def test_user_with_a_c1_control_character_is_refused(world, cfg_path, user):
     """CONTRACT.md: users are "UTF-8 without control characters". U+0080–U+009F are control
     characters (Unicode category Cc; U+0085 NEL is a line break to ``str.splitlines``, U+009B is
-    the 8-bit CSI of terminals): ``types.check_name`` refused only C0 and DEL (fixed since)."""
+    the 8-bit CSI of terminals): ``submission.check_name`` refused only C0 and DEL (fixed since)."""
     res = CliRunner().invoke(main, ["submit", "--kind", "noop", "--user", user, "-c", cfg_path])
     assert res.exit_code == 2, res.stdout
     one_line_error(res.stderr, "tender-pool: ")

@@ -258,7 +258,8 @@ def test_cluster_urls_are_validated_at_load_and_wait_replicas_defaults_to_zero(t
 
 @pytest.mark.timeout(30)
 def test_wait_on_a_cluster_counts_the_slot_masters_replicas(cluster):
-    from tender_pool.store.connection import FastLane, NotReplicated
+    from tender_pool.store.fastlane import FastLane
+    from tender_pool.store.replication import NotReplicated
 
     # Given the queue's master with its one replica, and writes asking for 1 and for 2 replicas
     prefix = "w" + uuid.uuid4().hex[:8]
@@ -323,7 +324,7 @@ def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster
 
 @pytest.mark.timeout(40)
 def test_the_clusters_transient_errors_are_connection_errors_and_pass(cluster):
-    from tender_pool.store.connection import FastLane
+    from tender_pool.store.fastlane import FastLane
 
     # Runs after the SIGKILL test: run before it, taking a slot away and back (DELSLOTS, ADDSLOTS)
     # made that test's acknowledgements (WAIT 1) never resume after the promotion (not investigated).

@@ -13,7 +13,10 @@ import pytest
 import redis
 from conftest import wait_until
 
-from tender_pool.store.connection import FastLane, NotReplicated, PrimaryMoved, connect, wait_replicated
+from tender_pool.store.fastlane import FastLane
+from tender_pool.store.replication import NotReplicated, wait_replicated
+from tender_pool.store.sentinel import PrimaryMoved
+from tender_pool.store.connection import connect
 
 APPEND = "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])"
 
@@ -292,7 +295,7 @@ def _replica(port: int, role: str = "slave", link: str = "ok", master: int | Non
 
 
 def test_replicas_to_wait_for_counts_every_replica_sentinel_could_promote():
-    from tender_pool.store.connection import _replicas_to_wait_for
+    from tender_pool.store.sentinel import _replicas_to_wait_for
 
     p = ("127.0.0.1", 1)
     # Steady state: both replicas
@@ -312,7 +315,7 @@ def test_replicas_to_wait_for_counts_every_replica_sentinel_could_promote():
 
 
 def test_rank_prefers_the_newest_epoch_then_not_the_leaders_in_progress_view():
-    from tender_pool.store.connection import _rank
+    from tender_pool.store.sentinel import _rank
 
     leader = {"config-epoch": 1, "flags": "master,failover_in_progress,force_failover", "port": 1}
     other = {"config-epoch": 1, "flags": "master", "port": 2}

@@ -2,8 +2,9 @@
 
 It owns: the host heartbeat, requeueing this host's dead slots' lists (handed over by the main loop),
 the reaper (other hosts' dead lists, entries far past their deadline), retry promotion, the
-lost-promotion sweep, result pruning and the event stream's trimming (``stream_trim``). The main loop never waits for Redis: a slow or frozen Redis
-delays this thread only, never reaping or respawning a slot.
+lost-promotion sweep, history upkeep (``history_index``), result pruning and the event stream's
+trimming (``stream_trim``). The main loop never waits for Redis: a slow or frozen Redis delays this
+thread only, never reaping or respawning a slot.
 
 Reclaim only on evidence of death, with a bounded delay:
 - a slot of *this* supervisor that died: the main loop saw it (waitpid), killed its job tree, then
@@ -42,12 +43,12 @@ from typing import Callable
 
 import redis
 
-from tender_pool.client import history
-from tender_pool.store.connection import NOT_REPLICATED_RETRY_S, NotReplicated
+from tender_pool.store import history_index
+from tender_pool.store.replication import NOT_REPLICATED_RETRY_S, NotReplicated
 
 from tender_pool.supervisor import stream_trim
 from tender_pool.store.config import Config
-from tender_pool.store.types import TERMINAL_STATES
+from tender_pool.store.records import TERMINAL_STATES
 from tender_pool.store.keys import Keys, Owner
 from tender_pool.client.status_probe import redis_message
 
@@ -327,8 +328,8 @@ class Housekeeper(threading.Thread):
 
     def sweep(self) -> None:
         """Promote waiters whose user nobody holds (a release lost with a crash); trim history
-        (``finished`` and its indexes, ``history.trim``) and index what an older version finished
-        (``history.catch_up``, a batch a sweep until done)."""
+        (``finished`` and its indexes, ``history_index.trim``) and index what an older version finished
+        (``history_index.catch_up``, a batch a sweep until done)."""
         r = self.q.r
         for user in r.smembers(self.k.waitusers):
             promoted = self.q.unstick(user.decode(), self.cfg.lock_ttl_ms)
@@ -337,8 +338,8 @@ class Housekeeper(threading.Thread):
         cutoff_ms = int((time.time() - self.cfg.pool.result_retention) * 1000)
         # hosts silent for an hour leave status's list (a live one is back at its next heartbeat)
         r.zremrangebyscore(self.k.hosts, "-inf", int(time.time() * 1000) - max(3_600_000, 10 * self.hb_ttl_ms))
-        history.trim(r, self.k, cutoff_ms)
-        history.catch_up(r, self.k)
+        history_index.trim(r, self.k, cutoff_ms)
+        history_index.catch_up(r, self.k)
         self.prune_results(cutoff_ms / 1000)
 
     def prune_results(self, cutoff_s: float) -> None:
