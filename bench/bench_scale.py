@@ -5,7 +5,7 @@
   start the next), jobs/s and Redis CPU per job with 10³, 10⁵, 10⁶ jobs queued (enqueued with
   pipelines of enqueue.lua, 1000 users, bulk); the Redis memory per queued job; the status probe
   (``QueueProbe.read``, the Redis side of the daemon's ``status``) at each size;
-- over 10⁶ finished jobs in retention (made by the real ``on_terminal``: lib.lua + a seeding loop,
+- over 10⁶ finished jobs in retention (made by the real ``on_terminal``: lib/terminal.lua + a seeding loop,
   1000 users, 3 kinds, 5 % failed) and the 10⁶ queued still there: ``history.query`` pages
   (``--user U``, ``--status failed``, unfiltered, deep pages, combined filters), the status probe
   and ``Client.status()`` without a daemon (its Redis view), the history trim of one sweep;

@@ -2,7 +2,7 @@
 ``tender-pool history`` and any admin page.
 
 It reads only Redis, so history survives daemon restarts and costs no process memory. Every
-terminal path goes through lib.lua's ``on_terminal``, which in the same atomic step writes the job id
+terminal path goes through lib/terminal.lua's ``on_terminal``, which in the same atomic step writes the job id
 with its finish ms to ``finished`` and to three indexes (``HistoryKeys``): ``finished:state:<state>``,
 ``finished:user:<user>``, ``finished:kind:<kind>``, which keep a page's cost flat as the retained
 history grows. The job hashes expire after ``pool.result_retention``; the housekeeper keeps

@@ -1,7 +1,7 @@
 """A slot's busy state in Redis (``busy:<worker id>``) and the per-attempt figures its reports carry.
 
 Owns three rules of the observability issue:
-- the state is written only once the slot holds the user's lock (lib.lua ``start_job`` writes it in
+- the state is written only once the slot holds the user's lock (lib/attempt.lua ``start_job`` writes it in
   the step that takes the lock: take.lua and settle_take.lua build it from the job record, start.lua
   from ``state_json``), with the job's Redis-TIME start, so ``status --redis`` and an admin page
   never show a job as running on a slot that is still waiting for its user;

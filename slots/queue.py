@@ -103,7 +103,7 @@ class _LazyScripts(dict):
 class Queue:
     """``replicas``/``wait_ms``: a job's creation (enqueue.lua) and its attempts' start and settle are
     acknowledged only once that many replicas have them (``WAIT``, in the same round trip); fewer
-    raise ``connection.NotReplicated``. A failover then cannot silently drop an acknowledged write."""
+    raise ``replication.NotReplicated``. A failover then cannot silently drop an acknowledged write."""
 
     def __init__(self, client: redis.Redis, keys: Keys, *, replicas: int = 0, wait_ms: int = 1000):
         self.r = client

@@ -3,7 +3,7 @@ no longer (``trim``), and what indexes a history written before the indexes exis
 Only the housekeeper's sweep calls them; the client's ``history`` reads the same keys
 (``HistoryKeys``), so their names are built here, once.
 
-Every terminal path goes through lib.lua's ``on_terminal``, which in the same atomic step writes the
+Every terminal path goes through lib/terminal.lua's ``on_terminal``, which in the same atomic step writes the
 job id with its finish ms to ``finished`` and to three indexes: ``finished:state:<state>``,
 ``finished:user:<user>``, ``finished:kind:<kind>``, and keeps in ``finished:trim``, per index, a
 score at or below its oldest entry. The job hashes expire after ``pool.result_retention``; the
@@ -27,7 +27,7 @@ TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 
 
 class HistoryKeys:
-    """The history indexes' names, built on ``finished``'s as lib.lua's ``on_terminal`` builds them
+    """The history indexes' names, built on ``finished``'s as lib/terminal.lua's ``on_terminal`` builds them
     (same hash tag). ``member`` names an index inside ``finished:trim``: ``state:<s>``,
     ``user:<u>``, ``kind:<k>``."""
 

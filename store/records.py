@@ -75,7 +75,7 @@ class JobRecord(msgspec.Struct, forbid_unknown_fields=True):
     skipped_from: str | None = None  # skipped: the completed job whose result it carries
     conc: str | None = None  # what the running attempt holds: "lock" | "sem" | "none" (start.lua)
     proc: str | None = None  # the processing list the attempt started from (start_job; requeue.lua)
-    event_id: str | None = None  # stream id of the job's last event on the queue-wide stream (lib.lua emit)
+    event_id: str | None = None  # stream id of the job's last event on the queue-wide stream (lib/events.lua emit)
 
 
 class Undecodable(Exception):

@@ -16,7 +16,7 @@ uses only the clock it is given; unit tests call it with a fixed clock and fake 
   5. drain progress, or respawns due;
   6. systemd (READY, STATUS=, WATCHDOG).
 Where a slot's state changes: ``slot_table`` (every transition). Live changes: ``lifecycle``. Redis:
-the housekeeper thread (``reaper``) for every supervisor write, the status thread for reads. The
+the housekeeper thread (``housekeeper``) for every supervisor write, the status thread for reads. The
 loop shares no lock with those threads (``forking`` explains why fork needs none).
 
 Exit codes: 0 after a drain, 1 when lists could not be requeued before giving up, 2 for a bad

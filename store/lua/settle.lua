@@ -1,5 +1,5 @@
--- Settle one attempt (lib.lua settle_job) and release what it held (the user's lock or its semaphore place), fenced by
--- the attempt token; the state change goes through lib.lua set_state (counts, events, max_parallel).
+-- Settle one attempt (lib/attempt.lua settle_job) and release what it held (the user's lock or its semaphore place), fenced by
+-- the attempt token; the state change goes through lib/state.lua set_state (counts, events, max_parallel).
 -- KEYS[1] processing list  KEYS[2] job:<id>  KEYS[3] started  KEYS[4] lock:<user>  KEYS[5] wait:<user>
 -- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<id>
 -- KEYS[10..17] the state block of the job's user and run (Keys.state_keys(user, run))

@@ -1,5 +1,5 @@
--- Settle one attempt and start the slot's next job in the same step: settle.lua's work (lib.lua
--- settle_job), then take.lua's (lib.lua take_job) from what is already queued. The steady state of a
+-- Settle one attempt and start the slot's next job in the same step: settle.lua's work (lib/attempt.lua
+-- settle_job), then take.lua's (lib/attempt.lua take_job) from what is already queued. The steady state of a
 -- busy slot is one round trip per job. Takes only what is there (LMOVE; never blocks); with nothing
 -- queued the busy state is cleared (while it names the settled job) and the slot goes back to its
 -- blocking BLMOVE.

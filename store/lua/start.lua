@@ -1,7 +1,7 @@
 -- Start a job already in the processing list, with every key given by the caller (the logic is
--- lib.lua start_job, shared with take.lua and settle_take.lua, which the slot itself uses):
+-- lib/attempt.lua start_job, shared with take.lua and settle_take.lua, which the slot itself uses):
 -- stamp, cancel check, dependencies, max_parallel, the kind's per-user concurrency (lock,
--- semaphore or none) or park, attempt token, and the state change (lib.lua set_state).
+-- semaphore or none) or park, attempt token, and the state change (lib/state.lua set_state).
 -- KEYS[1] processing list  KEYS[2] job:<id>  KEYS[3] started  KEYS[4] lock:<user>  KEYS[5] wait:<user>
 -- KEYS[6] waitusers  KEYS[7] ready:lo  KEYS[8] finished  KEYS[9] deps:<id>
 -- KEYS[10..17] the state block of the job's user and run (Keys.state_keys(user, run))

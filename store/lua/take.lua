@@ -1,6 +1,6 @@
--- A slot's claim and start in one step (lib.lua take_job): move the next entry from ready:hi, else
+-- A slot's claim and start in one step (lib/attempt.lua take_job): move the next entry from ready:hi, else
 -- ready:lo, into the processing list (or take the entry a blocking BLMOVE already moved there), read
--- the job and start it (lib.lua start_job). One round trip, and the job record comes back with the
+-- the job and start it (lib/attempt.lua start_job). One round trip, and the job record comes back with the
 -- answer (no separate HGETALL). Never blocks: an idle slot BLMOVEs first, then calls this with
 -- the entry it got.
 -- KEYS[1] processing list  KEYS[2] ready:hi  KEYS[3] ready:lo  KEYS[4] started  KEYS[5] waitusers
@@ -15,7 +15,7 @@
 --       entry our list already holds is taken again), 10 kind limits JSON {kind: [timeout ms,
 --       per_user], "*": [...] for kinds this slot does not know}, 11 ms our lease must have left (0: no fence)
 -- Returns {'empty'} | {'nolease', entry} | {'raw', entry} | {'bad', entry, record} | {'job', entry, record, start answer}
---   (lib.lua take_job; the start answer is start.lua's).
+--   (lib/attempt.lua take_job; the start answer is start.lua's).
 -- needs: base, attempt
 return take_job(
   {proc = KEYS[1], hi = KEYS[2], lo = KEYS[3], started = KEYS[4], waitusers = KEYS[5], finished = KEYS[6],

@@ -1,4 +1,4 @@
-"""``FakeSlot``: job transitions written the way lib.lua's ``set_state`` writes them (job state, run
+"""``FakeSlot``: job transitions written the way lib/state.lua's ``set_state`` writes them (job state, run
 counts, one event on the run's stream), so the event reader is tested against the documented stream
 shape without a daemon's timing."""
 
@@ -58,7 +58,7 @@ class FakeSlot:
                    "progress": progress, "message": message, "chunk": chunk}, maxlen)
 
     def emit(self, body: dict, maxlen: int | None) -> None:
-        """To the run's stream, and (but progress) to the queue's ``events`` stream, as lib.lua's emit."""
+        """To the run's stream, and (but progress) to the queue's ``events`` stream, as lib/events.lua's emit."""
         kw = {"maxlen": maxlen, "approximate": False} if maxlen else {}
         self.r.xadd(self.k.run_events(self.run_id), {"e": json.dumps(body)}, **kw)
         if body["type"] != "job_progress":

@@ -1,4 +1,4 @@
-"""History off its indexes (lib.lua ``on_terminal`` writes them, ``client/history.py`` reads them,
+"""History off its indexes (lib/terminal.lua ``on_terminal`` writes them, ``client/history.py`` reads them,
 ``store/history_index.py`` trims them): every page and total a filter gives is what the old walk of
 every finished job hash gives, over a few hundred jobs that ended by every terminal path (settle,
 retry then settle, cancel queued and running, crash cap, dead letter, dependency failed, runs
