@@ -5,6 +5,7 @@ submit (``NotReplicated``) or a failed one is sent again with the same id, as a 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -49,3 +50,14 @@ class Producer:
                 self.errors.append(repr(e))
                 time.sleep(0.02)
             time.sleep(0.005)
+
+
+def attempts(record: Path, jid: str) -> list[tuple[int, float, float | None]]:
+    """(attempt, start, end or None) per handler start of ``jid``, in wall-clock seconds, from the
+    files tests/jobs/behave.py writes into ``record``: a job acknowledged once must have one."""
+    out = []
+    for f in record.glob(f"{jid}.*.start"):
+        n = int(f.name.split(".")[-2])
+        end = record / f"{jid}.{n}.end"
+        out.append((n, json.loads(f.read_text())["t"], json.loads(end.read_text())["t"] if end.exists() else None))
+    return sorted(out)

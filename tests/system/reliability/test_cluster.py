@@ -29,7 +29,7 @@ import uuid
 import pytest
 import redis
 from conftest import Harness, wait_until
-from support.producer import Producer
+from support.producer import Producer, attempts
 from support.cluster import Cluster, keyslot, started
 
 from support.keyspace import QUEUE, keys
@@ -66,16 +66,6 @@ def ch(tmp_path, cluster):
 
 def _queue_cfg(name: str) -> str:
     return f'queue = "{name}"'
-
-
-def _attempts(record, jid) -> list[tuple[int, float, float | None]]:
-    """(attempt, start, end or None) per handler start of ``jid`` (behave.py's records)."""
-    out = []
-    for f in record.glob(f"{jid}.*.start"):
-        n = int(f.name.split(".")[-2])
-        end = record / f"{jid}.{n}.end"
-        out.append((n, json.loads(f.read_text())["t"], json.loads(end.read_text())["t"] if end.exists() else None))
-    return sorted(out)
 
 
 @pytest.mark.timeout(60)
@@ -146,12 +136,10 @@ def test_a_slot_sigkilled_mid_job_completes_the_job_once(ch):
     # Then the job is run again by the respawned slot and completes once
     job = ch.wait_state(jid, timeout=20)
     assert job.attempts == 2 and job.interruptions == 1 and job.tries == 0
-    att = _attempts(ch.records, jid)
+    att = attempts(ch.records, jid)
     assert [n for n, _, end in att if end is not None] == [2], att
     # and nothing is left in a processing list on the queue's master (the reaper's SCAN found it)
     assert not [k for k in ch.r.scan_iter(match=ch.k.proc_pattern) if ch.r.llen(k)]
-
-
 
 
 @pytest.mark.timeout(90)
@@ -188,7 +176,7 @@ def test_a_master_failed_over_while_jobs_run_loses_nothing_and_runs_nothing_twic
         raise AssertionError(f"{ {k: (len(v), v[:5]) for k, v in states().items()} } master {old} -> {new}\n"
                              + "\n".join(noted)[-4000:]) from None
     # … each started once by its handler, completed once, and its attempts say so
-    twice = {jid: _attempts(ch.records, jid) for jid in acked if len(_attempts(ch.records, jid)) != 1}
+    twice = {jid: attempts(ch.records, jid) for jid in acked if len(attempts(ch.records, jid)) != 1}
     assert not twice, f"run more than once: {list(twice.items())[:3]}"
     assert all(q.get(jid).attempts == 1 for jid in acked)
     # and the slots followed the slot to the new master without restarting
@@ -316,7 +304,7 @@ def test_a_master_sigkilled_while_jobs_run_loses_no_acknowledged_job(ch, cluster
     # Then every acknowledged job completes, none started again after it had completed
     wait_until(lambda: all((j := q.get(jid)) is not None and j.state.value == "completed" for jid in acked), 40,
                interval=0.3, what="every acknowledged job completed")
-    rerun = [(jid, att) for jid in acked if (att := _attempts(ch.records, jid))
+    rerun = [(jid, att) for jid in acked if (att := attempts(ch.records, jid))
              and any(s > min(e for _, _, e in att if e) for _, s, _ in att if any(e for _, _, e in att))]
     print(f"\nmaster {old} SIGKILLed -> {new}: acked {len(acked)}, producer errors {len(p.errors)}")
     assert not rerun, rerun[:3]

@@ -19,31 +19,18 @@ which is a separate matter from what a failover does to acknowledged writes.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 import redis
 from conftest import Harness, wait_until
-from support.producer import Producer
+from support.producer import Producer, attempts
 from .conftest import _SentinelServer
 
 from tender_pool.slots.queue import Queue
 from tender_pool.store.config import load
 
 BEFORE, AFTER = 60, 100  # acknowledged jobs to reach before the switch, and after it
-
-
-
-
-def _attempts(record, jid) -> list[tuple[int, float, float | None]]:
-    """(attempt, start, end or None) per handler start of ``jid``, in wall-clock seconds."""
-    out = []
-    for f in record.glob(f"{jid}.*.start"):
-        n = int(f.name.split(".")[-2])
-        end = record / f"{jid}.{n}.end"
-        out.append((n, json.loads(f.read_text())["t"], json.loads(end.read_text())["t"] if end.exists() else None))
-    return sorted(out)
 
 
 def _lost_where(q, sentinels, lost) -> dict:
@@ -108,13 +95,13 @@ def test_failover_under_load_loses_nothing_and_reruns_nothing(make_sentinels, tm
         # … none ran again after it had completed …
         rerun = []
         for jid in acked:
-            att = _attempts(record, jid)
+            att = attempts(record, jid)
             done = [end for _, _, end in att if end is not None]
             if done and any(start > min(done) for _, start, _ in att):
                 rerun.append((jid, att))
         # … and the slots were starting (and completing) jobs again soon after the switch: a start
         # after it was acknowledged by the new primary's replicas (the old one has none left)
-        att = [a for jid in acked for a in _attempts(record, jid)]
+        att = [a for jid in acked for a in attempts(record, jid)]
         first_start = min((s - switched_at for _, s, _ in att if s > switched_at), default=float("inf"))
         first_end = min((e - switched_at for _, s, e in att if s > switched_at and e), default=float("inf"))
         print(f"\n{how}: primary {old} -> {new}: acked {len(acked)}, refused {p.refused}, errors {len(p.errors)}, "
