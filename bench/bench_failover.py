@@ -101,7 +101,7 @@ def one_round(root: Path) -> dict:
         wait_until(lambda: any(a > asked + 500 for a in acked) and
                    r.zcount(keys.finished, asked + 1, "+inf") > 200, 60, what="acknowledgements and jobs after")
         stop.set()
-        # starts, as the slots log them when the job's process is spawned (after start.lua's WAIT
+        # starts, as the slots log them when the job's process is spawned (after take.lua's WAIT
         # succeeded: the job record's started_at is the first, unacknowledged try's)
         settled = []
         for line in (root / "daemon.log").read_text().splitlines():

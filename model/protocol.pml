@@ -15,8 +15,6 @@
  *   take.lua         TAKE: take_job with the entry a BLMOVE gave      (Slot, label take)
  *   settle_take.lua  SETTLE_TAKE: settle_job, then take_job            (Slot, label settle)
  *   settle.lua       SETTLE: settle_job                                (Slot, label settle, aborting)
- *   start.lua        not on the modelled path (only for a record take.lua could not decode):
- *                    start_job behind an LPOS check, see the note after PROMOTE_DUE
  *   enqueue.lua      ENQUEUE            (Producer)
  *   deadletter.lua   DEADLETTER         (Slot, label deadletter: take_job answered raw)
  *   requeue.lua      REQUEUE            (Intake.reconcile / NoLease, Supervisor death path, Reaper)
@@ -598,8 +596,7 @@ inline PROMOTE_DUE() {
   }
 }
 
-/* start.lua (a record take.lua could not decode: not on the modelled path) adds to start_job only
- * `if not LPOS(KEYS[1], id) then return {'stale', state} end`; stamp.lua only writes claim times,
+/* stamp.lua only writes claim times,
  * which the model replaces by abstract time (the Reaper's judgement and the ghost rjs). */
 
 /* a WAITed write: on the replica at once unless the replica lags */

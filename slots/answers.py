@@ -1,5 +1,5 @@
 """The typed answers of the slot's hot-path scripts, built here so no caller indexes a reply by
-position: start.lua (``Started`` | ``Parked`` | ``Ended`` | ``Stale`` | ``Missing``), settle.lua
+position: a start (``Started`` | ``Parked`` | ``Ended`` | ``Stale``, inside a take), settle.lua
 (``SettleReply``; ``Verdict`` is its question), take.lua and settle_take.lua's take part (``Empty``
 | ``RawEntry`` | ``BadRecord`` | ``Taken``), and ``TakeArgs``, what a slot passes with every take.
 
@@ -21,7 +21,7 @@ def _s(v: bytes | str | None) -> str | None:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-# --- start.lua's answer: a tagged union --------------------------------------------------------
+# --- a start's answer (lib/attempt.lua start_job, inside take.lua's): a tagged union --------
 
 
 class Started(msgspec.Struct, frozen=True, tag="run"):
@@ -56,11 +56,7 @@ class Stale(msgspec.Struct, frozen=True, tag="stale"):
     state: str
 
 
-class Missing(msgspec.Struct, frozen=True, tag="missing"):
-    """No job hash (expired between claim and start)."""
-
-
-StartResult = Started | Parked | Ended | Stale | Missing
+StartResult = Started | Parked | Ended | Stale
 
 
 def start_result(res: list) -> StartResult:
@@ -73,9 +69,7 @@ def start_result(res: list) -> StartResult:
         return Ended(rest[0], rest[1], rest[2])
     if tag == "stale":
         return Stale(rest[0])
-    if tag == "missing":
-        return Missing()
-    raise redis.ResponseError(f"start.lua answered {res!r}")
+    raise redis.ResponseError(f"take.lua's start answered {res!r}")
 
 
 # --- settle.lua's question and answer ------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Owns three rules of the observability issue:
 - the state is written only once the slot holds the user's lock (lib/attempt.lua ``start_job`` writes it in
-  the step that takes the lock: take.lua and settle_take.lua build it from the job record, start.lua
+  the step that takes the lock: take.lua and settle_take.lua build it from the job record, take.lua
   from ``state_json``), with the job's Redis-TIME start, so ``status --redis`` and an admin page
   never show a job as running on a slot that is still waiting for its user;
 - it is cleared the moment the attempt ends, by settle.lua (and busy_clear.lua on an exception),
@@ -77,7 +77,7 @@ class BusyTracker:
             self.on_redis_error(e)
 
     def state_json(self, job: JobRecord) -> bytes:
-        """The busy state start.lua writes once it gives the slot the user's lock (it fills in the
+        """The busy state take.lua writes once it gives the slot the user's lock (it fills in the
         attempt and the Redis-TIME ``started_at``): no extra round trip per job. (take.lua and
         settle_take.lua build the same object in Lua: the job is only known there.)"""
         st = BusyState(
@@ -92,7 +92,7 @@ class BusyTracker:
         return _enc.encode(st)
 
     def started(self, attempt: int, started_ms: int, created_ms: int) -> None:
-        """start.lua returned ``run``: remember this attempt's figures for its Finished report."""
+        """take.lua returned ``run``: remember this attempt's figures for its Finished report."""
         self._reset_attempt()
         self.t0 = time.monotonic()
         self.attempt = attempt

@@ -13,8 +13,8 @@ What a take answers, and what becomes of it here:
 - ``Taken`` with a park or an end at start: reported (``Finished``), nothing to run;
 - ``Taken`` whose hash the decoder refuses: a ``Next`` carrying its outcome (failed,
   undecodable), settled without running so its lock is released;
-- ``BadRecord`` (a hash take.lua could not start): dead-lettered, or, when the decoder reads it
-  after all, started by start.lua with every key given;
+- ``BadRecord`` (a hash take.lua cannot start: no user, kind or state, or an ``after`` that is no
+  list of ids): dead-lettered with the decoder's reason; take.lua is the one script that starts a job;
 - ``RawEntry``: a producer's raw JSON, adopted as a job (or dead-lettered);
 - ``NoLease``: our host's lease is lapsing: the entry goes back, and nothing is claimed until
   the lease is renewed (``lock.Lock``); ``Empty``: the next claim goes straight to ``BLMOVE``.
@@ -137,16 +137,9 @@ class Intake:
         if isinstance(t, RawEntry):
             self.load(t.entry, {})
             return None
-        if isinstance(t, BadRecord):
-            job = self.load(t.entry, t.record)
-            if job is None:
-                return None
-            started = self.start(job)  # decodable after all: start it with every key given
-            faults.checkpoint("after_stamp")
-            if not isinstance(started, Started):
-                self.report_not_run(job, started)
-                return None
-            return Next(job, started)
+        if isinstance(t, BadRecord):  # no user, kind or state, or an `after` that is no list of ids
+            self.load(t.entry, t.record)
+            return None
         assert isinstance(t, Taken)
         try:
             job = decode_job(t.record)
@@ -171,24 +164,6 @@ class Intake:
         err = JobError(ErrorKind.UNDECODABLE.value, reason)
         return Next(job, t.started, Outcome(Status.FAILED, error=err, final=True, ran=False))
 
-    def start(self, job: JobRecord) -> StartResult:
-        """start.lua for a job whose record take.lua could not start but the decoder reads."""
-        timeout = self.cfg.handler_timeout(job.kind) or self.cfg.extract.timeout
-        args = dict(
-            worker=self.worker_id,
-            timeout_ms=int((timeout + self.cfg.pool.kill_grace) * 1000),
-            lock_ttl_ms=self.lock.ttl_ms,
-            retention_s=self.retention,
-            max_waits=self.cfg.pool.max_waits,
-            busy=self.busy.state_json(job),
-            busy_ttl_ms=self.busy.ttl_ms,
-            per_user=self.cfg.per_user(job.kind),
-        )
-        suffix = os.urandom(6).hex()  # a lost reply is retried with the same suffix: start.lua is idempotent then
-        return self.retry.call(lambda _: self.q.start(self.proc, job, suffix=suffix, **args),  # type: ignore[arg-type]
-                               what="start.lua", tries=20, event="start_retry", job_id=job.id, kind=job.kind,
-                               user=job.user, attempt=None)
-
     def report_not_run(self, job: JobRecord, st: StartResult) -> None:
         if isinstance(st, Parked):
             self.log.info("parked", job_id=job.id, kind=job.kind, user=job.user, attempt=job.attempts,
@@ -199,13 +174,14 @@ class Intake:
             self.log.info("ended_at_start", job_id=job.id, kind=job.kind, user=job.user, attempt=job.attempts,
                           state=st.state, error_kind=st.error_kind, message=st.message)
             self.reporter.send(Finished(kind=job.kind, outcome=AttemptEnd(st.state), error_kind=st.error_kind))
-        else:  # Stale, Missing: another entry or nobody owns it; nothing to count
+        else:  # Stale: another entry owns it; nothing to count
             self.log.info("start_skipped", job_id=job.id, result=type(st).__name__.lower(),
                           state=getattr(st, "state", None))
 
-    def load(self, entry: bytes, h: dict[bytes, bytes]) -> JobRecord | None:
-        """The claimed entry's job from its hash ``h`` (as take.lua read it; empty: none), or None
-        after adopting / dead-lettering a raw entry."""
+    def load(self, entry: bytes, h: dict[bytes, bytes]) -> None:
+        """A claimed entry take.lua did not start: a producer's raw entry (``h`` empty: no job hash)
+        is adopted as a job, or dead-lettered; a job hash take.lua cannot start (``h``, as it read
+        it) is dead-lettered, with the decoder's reason where it has one."""
         try:
             if not h:
                 req = decode_submit(entry)  # a raw message from a producer that can only LPUSH
@@ -217,7 +193,8 @@ class Intake:
                 new_id = self.q.adopt(self.proc, entry, req)
                 self.log.info("adopted_raw_entry", job_id=new_id, kind=req.kind, user=req.user, attempt=None)
                 return None
-            return decode_job(h)
+            decode_job(h)  # raises with the decoder's reason, where it finds one
+            raise Undecodable("job hash without a state: take.lua starts only a hash with user, kind and state")
         except Undecodable as e:
             self.q.deadletter(self.proc, entry, str(e), self.retention)
             shown = entry[:200].decode("utf-8", "replace")

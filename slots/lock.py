@@ -1,7 +1,7 @@
 """The slot's side of what a start holds: the user's lock or the kind's semaphore, and the lease.
 
 The lock itself is Redis's: the script that starts a job (take.lua, settle_take.lua's take, or
-start.lua) takes the user's lock (``per_user`` 1: every such kind shares it), a place in the
+take.lua) takes the user's lock (``per_user`` 1: every such kind shares it), a place in the
 kind's per-user semaphore (``per_user`` N > 1), or nothing (0), in the same step that stamps
 the attempt and writes the slot's busy state; the settle releases it in the step that records
 the outcome, and hands it to the user's next waiter. The lock's TTL is ``Config.lock_ttl_ms``
@@ -40,7 +40,7 @@ def poll_every(cfg: Config) -> float:
 
 def kind_limits(cfg: Config) -> dict[str, list[int]]:
     """Per kind the timeout (+ kill grace) stamped on an attempt, in ms, and its per_user rule;
-    "*" for a kind this slot does not know (start.lua's defaults: the extraction timeout, the
+    "*" for a kind this slot does not know (take.lua's defaults: the extraction timeout, the
     user's lock), which the attempt then fails as having no handler."""
     grace = cfg.pool.kill_grace
     limits = {

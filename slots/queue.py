@@ -10,7 +10,7 @@ Hazards this module owns:
 - The client is built per process (``connect``) and never inherited across ``fork``; responses are
   bytes, decoded here, so a producer's binary junk on the list cannot crash a slot.
 - Script texts and registrations come from ``scripts`` (their one owner); the typed answers of
-  start.lua, settle.lua, take.lua and settle_take.lua are ``answers``' (re-exported here).
+  settle.lua, take.lua and settle_take.lua are ``answers``' (re-exported here).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from tender_pool.store.script_args import (
     SettleCall,
     SettleTakeCall,
     StampCall,
-    StartCall,
     TakeCall,
     UnstickCall,
     settle_part,
@@ -51,7 +50,6 @@ from tender_pool.slots.answers import (  # noqa: F401  (re-exported: callers imp
     BadRecord,
     Empty,
     Ended,
-    Missing,
     NoLease,
     Parked,
     RawEntry,
@@ -228,36 +226,6 @@ class Queue:
 
     def drop_wake(self, proc: str) -> None:
         self.r.lrem(proc, 1, Keys.WAKE)
-
-    def start(
-        self,
-        proc: str,
-        job: JobRecord,
-        worker: str,
-        timeout_ms: int,
-        lock_ttl_ms: int,
-        retention_s: int,
-        max_waits: int,
-        suffix: str = "",
-        busy: bytes = b"{}",
-        busy_ttl_ms: int = 0,
-        per_user: int = 1,
-    ) -> StartResult:
-        """``suffix`` makes the attempt token; pass the same one when retrying after a lost reply.
-        ``per_user``: the kind's concurrency per user (1 the user's lock, 0 none, N a semaphore)."""
-        k = self.k
-        deps = [name for dep in job.after for name in (k.job(dep), k.deps(dep))]
-        call = StartCall(
-            proc=proc, job=k.job(job.id), started=k.started, lock=k.lock(job.user), wait=k.wait(job.user),
-            waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job.id),
-            state_block=k.state_keys(job.user, job.run), sem=k.sem(job.kind, job.user),
-            semwait=k.semwait(job.kind, job.user), busy=k.busy(worker), hi_keys=k.hi_keys(job.user), dep_pairs=deps,
-            id=job.id, suffix=suffix or secrets.token_hex(6), worker=worker, timeout=timeout_ms, lock_ttl=lock_ttl_ms,
-            retention=retention_s, max_waits=max_waits, user=job.user, busy_state=busy,
-            busy_ttl=busy_ttl_ms or lock_ttl_ms, per_user=per_user)
-        res = self.fast.script(self._texts["start"], call.keys(), call.args(), replicas=self.replicas,
-                               timeout_ms=self.wait_ms)
-        return start_result(res)
 
     def settle(
         self,

@@ -73,7 +73,7 @@ class JobRecord(msgspec.Struct, forbid_unknown_fields=True):
     key: str | None = None  # its item key in that run
     input_hash: str | None = None  # kind + payload (+ input file) digest, for skip
     skipped_from: str | None = None  # skipped: the completed job whose result it carries
-    conc: str | None = None  # what the running attempt holds: "lock" | "sem" | "none" (start.lua)
+    conc: str | None = None  # what the running attempt holds: "lock" | "sem" | "none" (take.lua)
     proc: str | None = None  # the processing list the attempt started from (start_job; requeue.lua)
     event_id: str | None = None  # stream id of the job's last event on the queue-wide stream (lib/events.lua emit)
 
@@ -116,7 +116,7 @@ def decode_job(h: dict[bytes, bytes]) -> JobRecord:
 
 
 class BusyState(msgspec.Struct, forbid_unknown_fields=True):
-    """``busy:<worker>`` in Redis: what a slot is running. Written by start.lua once the slot
+    """``busy:<worker>`` in Redis: what a slot is running. Written by take.lua once the slot
     holds the user's lock (``started_at`` is the job's Redis-TIME start), deleted by busy_clear.lua
     only while it still names the same job."""
 

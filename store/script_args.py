@@ -397,41 +397,6 @@ class StampCall(ScriptCall, frozen=True, kw_only=True):
     started: str
 
 
-class StartCall(ScriptCall, frozen=True, kw_only=True):
-    SCRIPT: ClassVar[str] = "start"
-    KEYS: ClassVar = (("proc", 1), ("job", 1), ("started", 1), ("lock", 1), ("wait", 1), ("waitusers", 1),
-                      ("ready_lo", 1), ("finished", 1), ("deps", 1), ("state_block", STATE), ("sem", 1),
-                      ("semwait", 1), ("busy", 1), ("hi_keys", HI), ("dep_pairs", REST))
-    ARGV: ClassVar = (("id", 1), ("suffix", 1), ("worker", 1), ("timeout", 1), ("lock_ttl", 1), ("retention", 1),
-                      ("max_waits", 1), ("user", 1), ("busy_state", 1), ("busy_ttl", 1), ("per_user", 1))
-    proc: str
-    job: str
-    started: str
-    lock: str
-    wait: str
-    waitusers: str
-    ready_lo: str
-    finished: str
-    deps: str
-    state_block: list[str]
-    sem: str
-    semwait: str
-    busy: str
-    hi_keys: list[str]
-    dep_pairs: list[str]
-    id: str
-    suffix: str
-    worker: str
-    timeout: int
-    lock_ttl: int
-    retention: int
-    max_waits: int
-    user: str
-    busy_state: bytes
-    busy_ttl: int
-    per_user: int
-
-
 class TakeCall(ScriptCall, frozen=True, kw_only=True):
     SCRIPT: ClassVar[str] = "take"
     KEYS: ClassVar = (("proc", 1), ("ready_hi", 1), ("ready_lo", 1), ("started", 1), ("waitusers", 1),

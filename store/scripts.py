@@ -22,7 +22,6 @@ from redis.commands.core import Script
 
 NAMES = (
     "enqueue",
-    "start",
     "settle",
     "requeue",
     "deadletter",

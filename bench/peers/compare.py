@@ -363,7 +363,7 @@ def report(systems, res, rec, a, floors: dict[str, list[float]]) -> None:
             extra = f"; restarted by the harness {r['restarted']}×" if r.get("restarted") else ""
             print(f"  {s.name:<12} {r['mode']:<8} {val:<60} [{r['settings']}{extra}]")
     print("\nnotes: ours pick-up = job hash created_at → started_at (Redis TIME, 1 ms resolution; stamped by "
-          "start.lua, before the job process is spawned); peers = just before the enqueue call → the job "
+          "take.lua, before the job process is spawned); peers = just before the enqueue call → the job "
           "function's first line. RQ runs 1/4 of the jobs (it forks per job), ARQ 1/20 (it polls every 0.5 s).")
 
 

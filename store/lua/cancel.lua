@@ -1,5 +1,5 @@
 -- Cancel a job. Not yet running: taken out of whichever list holds it and ended at once. Running, or
--- in a slot's hands between claim and start: flagged; the slot sees the flag (start.lua, or its poll
+-- in a slot's hands between claim and start: flagged; the slot sees the flag (take.lua, or its poll
 -- while the child runs) and the runner kills the attempt's process group.
 -- KEYS[1] job:<id>  KEYS[2] ready:hi  KEYS[3] ready:lo  KEYS[4] wait:<user>  KEYS[5] waitusers
 -- KEYS[6] delayed  KEYS[7] finished  KEYS[8] deps:<id>  KEYS[9] lock:<user>

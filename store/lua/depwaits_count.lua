@@ -1,6 +1,6 @@
 -- Count jobs parked behind dependencies, and drop ids whose dependents are all gone from the index.
 -- What is atomic: this script's LLEN and SREM of an id (nothing parks between them). What is not:
--- start.lua parks a dependent (RPUSH deps:<id>) and the slot indexes <id> in depwaits in a later,
+-- take.lua parks a dependent (RPUSH deps:<id>) and the slot indexes <id> in depwaits in a later,
 -- separate call (busy.py note_parked), and the caller reads SMEMBERS depwaits before calling this.
 -- So a dependent is counted from its slot's SADD on (one read late at worst; never if that slot
 -- died in between, until another dependent of the same id parks), and an SREM here never loses a

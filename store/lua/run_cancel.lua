@@ -1,6 +1,6 @@
 -- Cancel a run: its queued and waiting jobs end `cancelled` at once (taken out of ready, backlog,
 -- wait, semwait, runwait and delayed); running jobs, and jobs in a slot's hands between claim and
--- start, get the job `cancel` flag (the slot's poll kills the group; start.lua ends a claimed one
+-- start, get the job `cancel` flag (the slot's poll kills the group; take.lua ends a claimed one
 -- `cancelled` without running it). Finished jobs stay as they are. The run's `cancel` flag makes
 -- its final state `cancelled` (CONTRACT) once the flagged jobs have ended.
 -- The caller reads runjobs:<run> (LRANGE) first to pass each job's keys.
@@ -75,7 +75,7 @@ for _, t in ipairs(todo) do
     end
     cancelled = cancelled + 1
   else
-    signalled = signalled + 1  -- in a slot's hands: start.lua ends it cancelled
+    signalled = signalled + 1  -- in a slot's hands: take.lua ends it cancelled
   end
 end
 -- Running jobs were flagged above; count them as signalled too.

@@ -1,5 +1,5 @@
 -- The reaper's first look at a processing list: stamp every entry that has no claim time yet (a slot
--- died between BLMOVE and start.lua), so no entry is ever skipped for lack of a timestamp.
+-- died between BLMOVE and take.lua), so no entry is ever skipped for lack of a timestamp.
 -- KEYS[1] processing list  KEYS[2] started
 -- Returns {now, entry1, stamp1, entry2, stamp2, …}
 -- needs: base

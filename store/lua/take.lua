@@ -15,7 +15,13 @@
 --       entry our list already holds is taken again), 10 kind limits JSON {kind: [timeout ms,
 --       per_user], "*": [...] for kinds this slot does not know}, 11 ms our lease must have left (0: no fence)
 -- Returns {'empty'} | {'nolease', entry} | {'raw', entry} | {'bad', entry, record} | {'job', entry, record, start answer}
---   (lib/attempt.lua take_job; the start answer is start.lua's).
+--   (lib/attempt.lua take_job). 'bad': a hash it cannot start (no user, kind or state, or an
+--   `after` that is no list of ids): the slot dead-letters it. take.lua is the one script that
+--   starts a job. The start answer (lib/attempt.lua start_job):
+--   {'run', token, attempt, started_at, created_at or -1} |
+--   {'parked', 'user'|'dependency'|'run', user or dep id or run id} |
+--   {'ended', state, error kind, message} | {'stale', state}
+--   (decoded by slots/answers.py into Started | Parked | Ended | Stale).
 -- needs: base, attempt
 return take_job(
   {proc = KEYS[1], hi = KEYS[2], lo = KEYS[3], started = KEYS[4], waitusers = KEYS[5], finished = KEYS[6],

@@ -6,7 +6,7 @@ and checked here against a real Redis at the exact interleaving the counterexamp
 2. take.lua / settle_take.lua start nothing while the caller's host lease (its host key's PTTL) is
    shorter than ``min_lease_ms``: a slot whose supervisor stopped renewing starts no attempt that
    another host's reaper would then reclaim and re-run.
-3. start.lua, and take.lua with an entry a BLMOVE gave, start only an entry still in the caller's
+3. take.lua with an entry a BLMOVE gave, start only an entry still in the caller's
    own list (the reaper may have taken it back in between).
 
 And the three the model found next on the retry paths (after a lost reply; model/README.md findings 4-6): a
@@ -26,7 +26,7 @@ import msgspec
 import pytest
 
 from support.requeue_ref import requeue_one_by_one
-from tender_pool.slots.queue import Empty, NoLease, Parked, Started, Stale, TakeArgs, Taken
+from tender_pool.slots.queue import Empty, NoLease, Parked, Started, TakeArgs, Taken
 
 
 def args(**kw) -> TakeArgs:
@@ -106,16 +106,15 @@ def test_settle_take_settles_but_takes_nothing_on_a_lapsing_lease(h, q):
 
 
 @pytest.mark.timeout(30)
-def test_start_and_take_refuse_an_entry_no_longer_in_the_callers_list(h, q):
+def test_take_refuses_an_entry_no_longer_in_the_callers_list(h, q):
     jid = submit(h)
     assert q.claim("proc:1", 0.1) == jid.encode()
     # the reaper took it back (requeue.lua) before our take ran
     assert q.requeue("proc:1", jid.encode(), "deadline", list_dead=False, **REQ) == "requeued"
     assert isinstance(q.take("proc:1", args(), "abc", entry=jid.encode()), Empty)
     assert q.get(jid).state.value == "queued" and h.r.get(q.k.lock("u")) is None
-    # start.lua (the slot's path for a record take.lua could not decode) refuses it the same way
-    st = q.start("proc:1", q.get(jid), "w-slot1", 10_000, 60_000, 3600, 100)
-    assert isinstance(st, Stale)
+    # and so does a retry of that take (the call made again after a lost reply)
+    assert isinstance(q.take("proc:1", args(), "abc", entry=jid.encode(), retry=True), Empty)
     assert q.get(jid).state.value == "queued" and h.r.get(q.k.lock("u")) is None
     assert h.r.lrange(q.k.ready_lo, 0, -1) == [jid.encode()]
 

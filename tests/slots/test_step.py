@@ -234,3 +234,26 @@ def test_a_lapsing_lease_starts_nothing_until_it_is_renewed(world):
     s.step(time.monotonic())
     assert not s.lock.lapsed and [i["id"] for i in runner.stdins] == [jid]
     assert w.state(jid) == "completed"
+
+
+@pytest.mark.timeout(30)
+def test_hand_edited_hashes_take_starts_or_dead_letters_with_the_reason(world):
+    """take.lua is the one script that starts a job: an ``after`` of JSON null (what the decoder
+    reads as none) starts like any job; a hash it cannot start (no state; an ``after`` that is no
+    list of ids) is dead-lettered with its reason, and nothing of it runs."""
+    w = world()
+    nulled, stateless, bad_after = w.submit(user="a"), w.submit(user="b"), w.submit(user="c")
+    w.r.hset(w.k.job(nulled), "after", "null")
+    w.r.hdel(w.k.job(stateless), "state")
+    w.r.hset(w.k.job(bad_after), "after", "[1, 2]")
+    runner = FakeRunner()
+    s = w.slot(runner)
+    for _ in range(6):
+        s.step(time.monotonic())
+    assert [i["id"] for i in runner.stdins] == [nulled] and w.state(nulled) == "completed"
+    dead = {d["raw"]: d["reason"] for d in map(msgspec.json.decode, w.r.lrange(w.k.dead, 0, -1))}
+    assert set(dead) == {stateless, bad_after}, dead
+    assert "without a state" in dead[stateless] and "does not validate" in dead[bad_after]
+    assert w.r.llen(s.proc) == 0 and w.r.get(w.k.lock("b")) is None and w.r.get(w.k.lock("c")) is None
+    reasons = [f.error_kind for f in finished(w.reports(s)) if f.outcome == AttemptEnd.DEAD]
+    assert reasons == ["undecodable", "undecodable"]

@@ -73,6 +73,6 @@ def test_other_redis_errors_are_not_retried():
 
 def test_it_gives_up_after_its_tries():
     r, seen = policy()
-    with pytest.raises(redis.ConnectionError, match="start.lua: Redis unreachable"):
-        r.call(failing(*[redis.ConnectionError("down")] * 3), what="start.lua", tries=3, cap=0.15)
+    with pytest.raises(redis.ConnectionError, match="take.lua: Redis unreachable"):
+        r.call(failing(*[redis.ConnectionError("down")] * 3), what="take.lua", tries=3, cap=0.15)
     assert seen["waits"] == [0.1, 0.15, 0.15]  # capped

@@ -1,6 +1,6 @@
 """take.lua builds a job's own key names in Lua from the queue's base (the job is only known once
 the script has moved it into the processing list). These tests check that every name it touches is
-spelled as store/keys.py spells it, and that the start it runs keeps start.lua's rules: the
+spelled as store/keys.py spells it, and that the start it runs keeps the start's rules: the
 user's lock, parking behind it, dependencies, the fairness backlog, the semaphore, the busy state."""
 
 import json

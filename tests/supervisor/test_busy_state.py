@@ -5,6 +5,7 @@ import json
 from conftest import wait_until
 
 from tender_pool.slots.busy import BusyTracker, busy_ttl_ms
+from tender_pool.slots.lock import take_args
 from tender_pool.store.config import load
 from support.keyspace import keys as keyspace
 from tender_pool.store.records import JobRecord
@@ -23,16 +24,15 @@ def test_late_cleanup_of_an_old_job_keeps_the_newer_state(h):
     h.submit("behave", "u", {"file": "/in/a.pdf"}, id="old")
     h.submit("behave", "v", id="new")
     old, new = q.get("old"), q.get("new")
-    for jid in ("old", "new"):  # claimed into the slot's list, as BLMOVE would (start.lua starts only those)
+    for jid in ("old", "new"):  # claimed into the slot's list, as BLMOVE would (a take starts only those)
         h.r.lrem(keys.ready_lo, 0, jid)
         h.r.lrem(keys.ready_hi, 0, jid)
         h.r.lpush("p", jid)
-    args = dict(worker="w-slot1", timeout_ms=10_000, lock_ttl_ms=60_000, retention_s=60, max_waits=10,
-                busy_ttl_ms=busy_ttl_ms(cfg))
-    st_old = q.start("p", old, busy=tracker.state_json(old), **args)
+    ta = take_args(cfg, "w-slot1", busy_ttl_ms(cfg))
+    st_old = q.take("p", ta, "s1", entry=b"old").started
     state = json.loads(h.r.get(keys.busy("w-slot1")))
     assert state["job_id"] == "old" and state["attempt"] == 1 and state["started_at"] == q.get("old").started_at
-    st_new = q.start("p", new, busy=tracker.state_json(new), **args)  # the slot moved on to a newer job
+    st_new = q.take("p", ta, "s2", entry=b"new").started  # the slot moved on to a newer job
     # When the old attempt's settle (or clean-up) arrives late, it must not erase the new job's state
     ok, _ = q.settle("p", old, st_old.token, "completed", result={}, lock_ttl_ms=60_000, retention_s=60,
                      worker="w-slot1")

@@ -1,5 +1,4 @@
--- lib/attempt: the slot's hot path: start, settle, take (start.lua, settle.lua, take.lua,
--- settle_take.lua).
+-- lib/attempt: the slot's hot path: start, settle, take (settle.lua, take.lua, settle_take.lua).
 -- needs: base, keys, ctx, classes, state, lock, terminal
 
 -- A slot's busy state names this job: delete it (a late clean-up of an old attempt never erases
@@ -15,12 +14,12 @@ end
 -- Start one claimed job: stamp, cancel check, dependencies, max_parallel, the kind's per-user
 -- concurrency (lock, semaphore or none) or park, attempt token, state change, busy state.
 -- T: proc, job, started, lock, wait, waitusers, ready ({lo, hi}), finished, deps, ctx, sem, semwait, busy,
---    job_of (id → its job key, for a reserved waiter's class; nil: start.lua, no takeover)
+--    job_of (id → its job key, for a reserved waiter's class; nil: no takeover)
 --    (keys); dep_pairs {{job:<dep>, deps:<dep>, dep id}, …}; id, user, suffix, worker, timeout_ms,
 --    lock_ttl, retention, max_waits, busy_state (table: attempt and started_at filled in here),
 --    busy_ttl, per_user, now.
 -- j: the job's fields (state, cancel, waits, created_at, run, key, token, attempts, started_at).
--- Returns start.lua's answer (see its header).
+-- Returns the start answer (take.lua's header).
 local function start_job(T, j)
   local id, user, ttl, now, ctx = T.id, T.user, T.lock_ttl, T.now, T.ctx
   local state = j.state
@@ -287,7 +286,7 @@ local function take_job(F, A)
   if not j.user or not j.kind or not j.state then return {'bad', e, flat} end
   local user, kind = j.user, j.kind
   local dep_pairs = {}
-  if j.after and j.after ~= '' and j.after ~= '[]' then
+  if j.after and j.after ~= '' and j.after ~= '[]' and j.after ~= 'null' then  -- null: none, as decode_job reads it
     local ok, after = pcall(cjson.decode, j.after)
     if not ok or type(after) ~= 'table' then return {'bad', e, flat} end
     for _, d in ipairs(after) do

@@ -30,7 +30,7 @@ def test_killed_between_blmove_and_stamp(h):
     h.daemon(workers=1, faults="after_claim")
     jid = h.submit(payload={"record": str(h.records)})
     pid = h.fault_pid("after_claim")
-    # Given: the entry sits in the slot's processing list, start.lua never ran
+    # Given: the entry sits in the slot's processing list, take.lua never ran
     assert list(proc_entries(h).values()) == [[jid]]
     assert h.job(jid).state.value == "queued" and h.job(jid).attempts == 0
     # the reaper stamps an untimed entry on first sight, so it can never be skipped forever

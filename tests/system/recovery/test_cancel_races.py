@@ -25,7 +25,7 @@ def test_cancel_between_claim_and_start(h, then):
     d = h.daemon(workers=1, heartbeat=2.0, handlers=handlers(), faults="after_claim")
     d.wait_slots(1)
     jid = h.submit(kind="tick", user="u", payload={"record": str(h.records), "sleep": 0})
-    # Given the slot has claimed the job (BLMOVE into its list) and stopped before start.lua
+    # Given the slot has claimed the job (BLMOVE into its list) and stopped before take.lua
     pid = h.fault_pid("after_claim")
     [proc] = [p.decode() for p in h.r.hkeys(h.k.proclists)]
     assert h.r.lrange(proc, 0, -1) == [jid.encode()] and h.job(jid).state.value == "queued"
@@ -37,7 +37,7 @@ def test_cancel_between_claim_and_start(h, then):
     else:
         os.kill(pid, signal.SIGKILL)
         os.kill(pid, signal.SIGCONT)
-    # Then start.lua sees the flag: cancelled, never run, nothing left in a list or a lock
+    # Then take.lua sees the flag: cancelled, never run, nothing left in a list or a lock
     job = h.wait_state(jid, states=("cancelled",), timeout=20)
     assert job.attempts == 0 and job.error.kind == "cancelled", job
     time.sleep(0.5)

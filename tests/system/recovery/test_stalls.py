@@ -20,7 +20,7 @@ from .trail import attempts, handlers, wait_ticking
 
 
 def started_ms(h, jid: str) -> list[int]:
-    """Redis time (ms) of each job_started event of ``jid``: when start.lua gave it to a slot."""
+    """Redis time (ms) of each job_started event of ``jid``: when take.lua gave it to a slot."""
     k = h.k
     return [int(sid.split(b"-")[0]) for sid, f in h.r.xrange(k.events)
             if json.loads(f[b"e"]).get("job_id") == jid and json.loads(f[b"e"]).get("type") == "job_started"]
@@ -44,7 +44,7 @@ def test_a_supervisor_stopped_past_its_key_runs_no_attempt_after_the_reruns_star
         os.kill(a.pid, signal.SIGCONT)
     for jid in jobs:
         h.wait_state(jid, timeout=40)
-    # Then no tick of an attempt on A comes after start.lua gave its job to B (each slot polls at its
+    # Then no tick of an attempt on A comes after take.lua gave its job to B (each slot polls at its
     # own phase: three jobs make a lucky pass of this check improbable)
     late = {}
     for jid in jobs:

@@ -1,15 +1,17 @@
 """Fair scheduling across users, submit order within a user, per-kind concurrency, max_parallel,
-interactive retries (runs issue §2, §3)."""
+interactive retries."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import msgspec
 import pytest
 
 from conftest import wait_until
 from .runhelp import handlers
+from tender_pool.slots.answers import TakeArgs
 
 
 def starts(h) -> dict[str, tuple[float, float | None, str]]:
@@ -114,7 +116,8 @@ def test_an_interactive_retry_goes_back_to_ready_hi_not_behind_the_bulk_backlog(
     proc = k.proc("h", "inc", 1, 0)
     assert q.claim(proc, 0.1) == inter.encode()
     job = q.get(inter)
-    st = q.start(proc, job, "w1", 10_000, 60_000, 3600, 100)
+    limits = msgspec.json.encode({"*": [10_000, 1]})
+    st = q.take(proc, TakeArgs("w1", 1, 60_000, 3600, 100, 60_000, limits), "s1", entry=inter.encode()).started
     assert st.token
     q.settle(proc, job, st.token, "retry", lock_ttl_ms=60_000, retention_s=3600, backoff_ms=0, counts_try=True,
              error=None)

@@ -148,7 +148,7 @@ def test_cancel_run_ends_queued_at_once_and_kills_running_groups(h):
 
 @pytest.mark.timeout(120)
 def test_cancel_racing_a_claim_ends_cancelled_without_running(h):
-    # Given a slot stopped right after its BLMOVE of a run job (before start.lua)
+    # Given a slot stopped right after its BLMOVE of a run job (before take.lua)
     d = h.daemon(workers=1, handlers=handlers(per_user_par=0), faults="after_claim")
     c = h.client()
     run = c.submit_run("dave", "par", [{"key": "a", "payload": {"record": str(h.records)}},
