@@ -182,8 +182,10 @@ def test_status_watch_refreshes_in_place_until_interrupted(h):
     d = h.daemon(workers=1)
     d.wait_slots(1)
     wait_until(lambda: h.cli("status").returncode == 0, 15, what="healthy status")
+    # (^C as a terminal sends it: SIGINT at its default, not ignored as a run in the background inherits it)
     p = _sp.Popen([TENDER_POOL, "status", "--watch", "--interval", "0.3", "-c", str(h.tmp / "a.toml")],
-                  stdout=_sp.PIPE, text=True, env=h.env())
+                  stdout=_sp.PIPE, text=True, env=h.env(),
+                  preexec_fn=lambda: _signal.signal(_signal.SIGINT, _signal.SIG_DFL))
     # Interrupt once three frames are out (a fixed sleep races a slow start on a loaded machine)
     lines: list[str] = []
     import threading as _th
