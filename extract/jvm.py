@@ -72,7 +72,7 @@ def _java() -> str:
     return str(Path(home) / "bin" / "java") if home else "java"
 
 
-# Memory caps beside the heap (issue 13: four warm JVMs share an 8 GiB host with the platform's API). A C1-only
+# Memory caps beside the heap (four warm JVMs share an 8 GiB host with the platform's API). A C1-only
 # POI JVM compiles little and loads ~1,000 classes, so code cache and metaspace are bounded well below their
 # defaults (240 MiB / unlimited); one compiler thread; the heap starts small and SerialGC gives memory back
 # after the full collection the serve loop asks for once a large document is done (see Main.serve).
@@ -173,7 +173,7 @@ def heap_bytes(heap: str) -> int:
     return int(heap[:-1]) << {"k": 10, "m": 20, "g": 30}[unit]
 
 
-# A document under this fraction of the heap (32 MiB at 512m) that exhausts it is corrupt, not large (issue 17):
+# A document under this fraction of the heap (32 MiB at 512m) that exhausts it is corrupt, not large:
 # real documents stay far below (the research notes' 1.6 MB, 150-page .doc peaks at ~150 MiB RSS, JVM included),
 # while a damaged length field (a PLCF's lcb, a record count) makes POI 4.0.1 size one allocation by it. Advice to
 # raise jvm_heap cannot help there, and the fallback readers (antiword, xlrd) may still read the text.

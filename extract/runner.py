@@ -3,7 +3,7 @@
 Why files and not a pipe: results can be large (hundreds of pages of Markdown); the daemon stores
 only the small ``JobOutput`` dict and the paths. Both files are written to a temporary name in the
 target directory and renamed, so a reader never sees half a file, even if the job is killed.
-No fsync: it cost ~10 ms per file, more than the warm JVM's whole answer for a small .doc (issue 13,
+No fsync: it cost ~10 ms per file, more than the warm JVM's whole answer for a small .doc (measured by
 bench/bench_extract.py --large). A killed job cannot tear a file (rename is atomic); only a host crash
 within the kernel's writeback window (~30 s) can lose a result, and a result is a pure function of its
 input that the job re-creates when run again.

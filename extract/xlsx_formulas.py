@@ -2,7 +2,7 @@
 cells of what it computed.
 
 Why here and not in openpyxl's path: generators (openpyxl itself, most web exports) store formulas without their
-results, and a 12,000-row bill of quantities took ~10x longer through openpyxl's full load (issue 17). The stream
+results, and a 12,000-row bill of quantities took ~10x longer through openpyxl's full load. The stream
 already has every cell's raw value; ``SheetValues`` indexes one sheet's on first use (a sheet no formula reads is
 never indexed), ``formula.Evaluator`` computes each pending cell, and ``computed_cells`` turns the results into
 the SheetCells a cached value would have given: numbers go through the same number-format path as cached numbers
