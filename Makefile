@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
-APT_PACKAGES := redis-server python3-venv default-jdk-headless libapache-poi-java antiword procps prometheus systemd libreoffice-calc-nogui spin chromium chromium-driver
+APT_PACKAGES := redis-server python3-venv default-jdk-headless libapache-poi-java antiword procps prometheus systemd libreoffice-calc-nogui spin tcc chromium chromium-driver
 
 .PHONY: setup deps venv jvm run test bench clean
 

@@ -14,11 +14,11 @@ that expect a counterexample search breadth-first, so theirs is a shortest one."
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from .spin import Verdict, run
+from .spin import FARM, Spec, Verdict, spec
 
 
 def _show(capsys, what: str, v: Verdict) -> None:
@@ -31,7 +31,7 @@ def _show(capsys, what: str, v: Verdict) -> None:
 
 
 def test_spin_installed() -> None:
-    assert shutil.which("spin") and shutil.which("gcc"), "make deps installs spin (APT_PACKAGES)"
+    assert shutil.which("spin") and shutil.which("tcc"), "make deps installs spin and tcc (APT_PACKAGES)"
 
 
 # The Lua as it is (commit in model/mirrors.json): never two attempts of one job at once and never
@@ -75,37 +75,38 @@ SAFE = {
 }
 
 
-@pytest.mark.timeout(120)
+# Each check's time limit covers a wait for the farm (tests/model/spin.py) to finish it.
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("what", list(SAFE))
-def test_safety_holds(what: str, tmp_path: Path, capsys) -> None:
-    v = run(tmp_path, SAFE[what])
+def test_safety_holds(what: str, capsys) -> None:
+    v = FARM.verdict(SPEC_OF["test_safety_holds"](what))
     _show(capsys, what, v)
     assert v.errors == 0, v.trail or v.output
 
 
-@pytest.mark.timeout(120)
-def test_every_job_settles_under_weak_fairness(tmp_path: Path, capsys) -> None:
+@pytest.mark.timeout(300)
+def test_every_job_settles_under_weak_fairness(capsys) -> None:
     """<>[] (every job that exists has ended, no lock held, nothing parked): no job lost, no lock
     stranded, every parked job promoted, and no cycle that avoids it."""
-    v = run(tmp_path, {}, liveness=True)
+    v = FARM.verdict(SPEC_OF["test_every_job_settles_under_weak_fairness"]())
     _show(capsys, "liveness (settles), weak fairness", v)
     assert v.errors == 0, v.output
 
 
-@pytest.mark.timeout(120)
-def test_every_job_settles_under_weak_fairness_with_a_crash(tmp_path: Path, capsys) -> None:
+@pytest.mark.timeout(300)
+def test_every_job_settles_under_weak_fairness_with_a_crash(capsys) -> None:
     """The same with one crash anywhere, in the one-job world (two jobs take ~1 min of CPU here;
     every safety run checks 'every job settles' at quiescence, crash included)."""
-    v = run(tmp_path, dict(CRASHES=1, JOBS=1), liveness=True)
+    v = FARM.verdict(SPEC_OF["test_every_job_settles_under_weak_fairness_with_a_crash"]())
     _show(capsys, "liveness (settles), weak fairness, 1 crash, 1 job", v)
     assert v.errors == 0, v.output
 
 
-@pytest.mark.timeout(120)
-def test_every_job_settles_under_weak_fairness_with_a_takeover(tmp_path: Path, capsys) -> None:
+@pytest.mark.timeout(300)
+def test_every_job_settles_under_weak_fairness_with_a_takeover(capsys) -> None:
     """The same in the takeover's world (three jobs of user 0, job 2 interactive): the bulk job the
     interactive one took the lock from is promoted again once that attempt ends."""
-    v = run(tmp_path, dict(U2=0, HIJ=2), liveness=True)
+    v = FARM.verdict(SPEC_OF["test_every_job_settles_under_weak_fairness_with_a_takeover"]())
     _show(capsys, "liveness (settles), weak fairness, takeover (3 jobs of user 0)", v)
     assert v.errors == 0, v.output
 
@@ -169,10 +170,21 @@ SEEDED = {
 }
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", list(SEEDED))
-def test_seeded_fault_found(fault: str, tmp_path: Path, capsys) -> None:
-    budgets, prop = SEEDED[fault]
-    v = run(tmp_path, budgets, (fault.split(",")[0],), shortest=True)
+def test_seeded_fault_found(fault: str, capsys) -> None:
+    prop = SEEDED[fault][1]
+    v = FARM.verdict(SPEC_OF["test_seeded_fault_found"](fault))
     _show(capsys, f"seeded fault {fault}", v)
     assert v.errors == 1 and v.trail_steps > 0 and v.prop == prop, (v.prop, v.trail)
+
+
+# Each test's check by the test function's name and parameters: tests/model/conftest.py hands the
+# checks of the selected tests to the farm when collection ends.
+SPEC_OF: dict[str, Callable[..., Spec]] = {
+    "test_safety_holds": lambda what: spec(SAFE[what]),
+    "test_every_job_settles_under_weak_fairness": lambda: spec({}, liveness=True),
+    "test_every_job_settles_under_weak_fairness_with_a_crash": lambda: spec(dict(CRASHES=1, JOBS=1), liveness=True),
+    "test_every_job_settles_under_weak_fairness_with_a_takeover": lambda: spec(dict(U2=0, HIJ=2), liveness=True),
+    "test_seeded_fault_found": lambda fault: spec(SEEDED[fault][0], (fault.split(",")[0],), shortest=True),
+}

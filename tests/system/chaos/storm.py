@@ -26,7 +26,7 @@ LONG = os.environ.get("TENDER_POOL_CHAOS_LONG") == "1"
 JOBS_N = int(os.environ.get("TENDER_POOL_CHAOS_JOBS") or (20000 if LONG else 2000))
 USERS = max(6, JOBS_N // 10)
 # seconds of chaos (submissions take its first half); TENDER_POOL_CHAOS_WINDOW for quick trials
-WINDOW = float(os.environ.get("TENDER_POOL_CHAOS_WINDOW") or max(60.0, JOBS_N * 0.1))
+WINDOW = float(os.environ.get("TENDER_POOL_CHAOS_WINDOW") or max(60.0, JOBS_N * 0.05))
 SETTLE_S = 120 + JOBS_N * 0.1  # after the window: every job terminal within this
 TIMEOUT = int(WINDOW + SETTLE_S + 180)
 HB = 1.0
@@ -117,7 +117,7 @@ class Storm:
             size = min(size, JOBS_N - n)
             items = []
             for _ in range(size):
-                sleep = 0 if rnd.random() < 0.5 else round(rnd.uniform(0.2, 2.0), 2)
+                sleep = 0 if rnd.random() < 0.5 else round(rnd.uniform(0.1, 0.6), 2)
                 payload = {"record": str(self.record), "sleep": sleep, "every": EVERY, "n": n}
                 items.append({"key": f"k{n}", "payload": payload})
                 n += 1
