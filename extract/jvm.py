@@ -527,18 +527,22 @@ class _Retry(Exception):
     pass
 
 
-def check_archive(*, rebuild: bool = True, timeout: float = 300.0) -> bool:
+def check_archive(*, rebuild: bool = True, timeout: float = 300.0,
+                  on_start: Callable[[int], None] | None = None) -> bool:
     """Start-up check: does the JVM still accept the CDS archive (-Xshare:on)? Rebuilds it when it does not.
 
     A JDK or jar update silently invalidates the archive; under -Xshare:auto that only costs speed, so this
     is an optimisation guard, not a correctness one. Returns True when the archive is usable afterwards.
+    ``on_start`` gets each child's pid (the supervisor keeps it out of its orphan sweep). The verdict is
+    read from the children's output, never from an exit status alone: the supervisor's ``waitpid(-1)``
+    may reap a child first (the status then reads 0).
     """
     build = _REPO_JVM / "build.sh"
     if rebuild and build.is_file() and jvm_dir() == _REPO_JVM / "build":
-        r = subprocess.run([str(build), "--check"], capture_output=True, timeout=timeout)
-        if r.returncode != 0:
+        out, err = _check_run([str(build), "--check"], timeout, on_start)
+        if b"\narchive: " not in b"\n" + out:  # build.sh prints the paths only once its smoke passed
             return False
-        if b"rebuilding" not in r.stderr:  # it ran the -Xshare:on smoke itself, and it passed: one JVM
+        if b"rebuilding" not in err:  # it ran the -Xshare:on smoke itself, and it passed: one JVM
             return True  # start less at every daemon start (~0.3 s of the boot here)
     d = jvm_dir()
     training = next(
@@ -547,7 +551,18 @@ def check_archive(*, rebuild: bool = True, timeout: float = 300.0) -> bool:
     )
     if not (d / ARCHIVE_NAME).is_file() or not training.is_file():
         return False
-    r = subprocess.run(
-        [*java_command("256m", share="on"), "doc", str(training)], capture_output=True, timeout=timeout
-    )
-    return r.returncode == 0
+    out, _ = _check_run([*java_command("256m", share="on"), "doc", str(training)], timeout, on_start)
+    return b'{"t":"end"' in out  # a JVM that rejects the archive under -Xshare:on says so on stdout too
+
+
+def _check_run(argv: list[str], timeout: float, on_start: Callable[[int], None] | None) -> tuple[bytes, bytes]:
+    # its own process group: a supervisor stopping before the check ends kills the check's whole tree
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    if on_start is not None:
+        on_start(p.pid)
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return b"", b""

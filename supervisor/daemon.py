@@ -48,6 +48,7 @@ from tender_pool.slots.slot import orphan_settle_s
 from tender_pool.supervisor import control, forking, lifecycle
 from tender_pool.store import logs
 from tender_pool.store.config import Config, ConfigError, check_functions
+from tender_pool.supervisor.archive_check import ArchiveCheck
 from tender_pool.supervisor.embedded import EmbeddedError, EmbeddedRedis
 from tender_pool.supervisor.forking import ProcessOps
 from tender_pool.store.keys import Keys, Owner
@@ -120,6 +121,7 @@ class Supervisor:
         self.queue_probed_at = 0.0
         self.embedded: EmbeddedRedis | None = None
         self.pending_reload: lifecycle.PendingReload | None = None  # SIGHUP waiting for its import check
+        self.archive_check: ArchiveCheck | None = None  # the JVM archive check, while it runs
 
     @property
     def slots(self) -> list[SlotProc]:
@@ -207,13 +209,16 @@ class Supervisor:
             slots=len(self.table.slots),
             config=self.cfg.source,
         )
-        self._check_jvm_archive()
+        if self.cfg.extract.check_archive:
+            self.archive_check = ArchiveCheck(self._wake).start()
         self._prepare_fork()
         self.last_step = self.clock()
         while True:
             self.wait(self.timeout(self.clock()))
             code = self.step(self.clock())
             if code is not None:
+                if self.archive_check is not None:
+                    self.archive_check.stop()
                 self.house.stop()
                 self.house.join(timeout=2 * self.cfg.redis.socket_timeout)
                 if code == 0 and self.builder is not None:  # a clean stop: out of `status --redis` at once
@@ -259,22 +264,17 @@ class Supervisor:
         if addr:
             self.log.info("metrics_listening", address=f"{addr[0]}:{addr[1]}")
 
-    def _check_jvm_archive(self) -> None:
-        """Before any slot exists (so no waitpid(-1) or orphan sweep can take the check's processes):
-        `jvm/build.sh --check` (~0.3 s when current) rebuilds a stale AppCDS archive. Not fatal: a
-        stale or missing archive only makes the JVM start slower, and .docx/.pdf need no JVM."""
-        if not self.cfg.extract.check_archive:
+    def finish_archive_check(self) -> None:
+        """The JVM archive check (supervisor/archive_check.py), once its thread is done: say what it found."""
+        check = self.archive_check
+        if check is None or not check.done.is_set():
             return
-        t0 = time.monotonic()
-        try:
-            from tender_pool.extract.jvm import check_archive
-
-            ok = check_archive(rebuild=True, timeout=120)
-        except Exception as e:  # noqa: BLE001 - a missing JDK must not stop the pool
-            self.log.warning("jvm_archive_check_failed", error=str(e))
+        self.archive_check = None
+        if check.error is not None:
+            self.log.warning("jvm_archive_check_failed", error=check.error)
             return
-        log = self.log.info if ok else self.log.warning
-        log("jvm_archive_checked", usable=ok, seconds=round(time.monotonic() - t0, 3))
+        log = self.log.info if check.usable else self.log.warning
+        log("jvm_archive_checked", usable=check.usable, seconds=round(check.seconds, 3))
 
     def _prepare_fork(self) -> None:
         """Import what a slot runs before forking any, then freeze the GC: the slots then share those
@@ -379,6 +379,7 @@ class Supervisor:
         while self.controls and not self.table.draining:
             lifecycle.apply_control(self.table, self.controls.popleft(), self.log)
         self.finish_reload(now)
+        self.finish_archive_check()
         for s in self.table.live():
             self.read_reports(s, now)
         self.reap_children(now)
@@ -551,6 +552,8 @@ class Supervisor:
             keep.add(self.pending_reload.pid)  # a reload's import check, not a dead job's leftover
         if self.embedded is not None and self.embedded.pid:
             keep.add(self.embedded.pid)  # our Redis is our child too, not a dead job's leftover
+        if self.archive_check is not None and self.archive_check.pid:
+            keep.add(self.archive_check.pid)  # the JVM archive check, not a dead job's leftover
         killed = self.ops.kill_job_tree(s, busy, keep)
         faults.checkpoint("mid_requeue")
         ex = self.table.exited(s, os.waitstatus_to_exitcode(status), now)

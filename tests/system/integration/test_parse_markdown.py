@@ -81,10 +81,16 @@ def test_daemon_start_rebuilds_a_stale_jvm_archive(h, jvm_build):
     os.replace(stale, archive)
     smoke = [*java_command("256m", share="on"), "doc", str(jvm_build.parent / "training" / "notice.doc")]
     assert subprocess.run(smoke, capture_output=True).returncode != 0
-    d = h.daemon(workers=1, check_archive=True)
+    d = h.daemon(workers=1, check_archive=True, start=False)
+    queued = h.submit(kind="noop")  # waiting before the daemon starts
+    d.start()
     wait_until(lambda: "jvm_archive_checked" in d.logs(), 120, what="the archive check at start")
     assert d.log_events("jvm_archive_checked", usable=True)
     assert subprocess.run(smoke, capture_output=True).returncode == 0
+    # the slots did not wait for the check (a rebuild takes seconds): the queued job started first
+    started = d.log_events("job_started", job_id=queued)
+    checked = d.log_events("jvm_archive_checked")
+    assert started and started[0]["timestamp"] < checked[0]["timestamp"], (started, checked)
 
 
 def test_job_ids_dot_and_dotdot_keep_their_results_inside_results_dir(h, docs):
