@@ -115,40 +115,21 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
     out: dict[str, list[SheetCell]] = {}
     computed = shown = 0
     wrap = styles.wrap
-    slow = ev.slow
     for title, _, pending in sheets:
         if not pending:
             continue
-        cells: list[SheetCell] = []
-        numbers = []
-        g = ev.grid(title)
         rows = list(map(int, [p.row for p in pending]))
         if any(map(int.__gt__, rows, rows[1:])):  # (document order is row order but for a malformed sheet)
             pending = [p for _, _, p in sorted(zip(rows, itertools.count(), pending))]
-        for p in pending:
-            key = p.col + p.row
-            v = g.get(key)  # p itself, or its value if another formula needed it first
-            try:
-                if v is None or type(v) is Formula:
-                    v = slow(g, title, key, p)
-            except Unsupported:
-                r0, c0 = int(p.row) - 1, _col0(p.col)
-                cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
-                shown += 1
-                continue
-            computed += 1
-            t = type(v)
-            if t is float or t is int:
-                numbers.append((p.col, p.row, p.sid, b"%.15g" % v))
-                continue
-            r0, c0 = int(p.row) - 1, _col0(p.col)
-            if t is str:
-                if v:
-                    cells.append(SheetCell(r0, c0, v, "string", p.sid in wrap))
-            elif t is bool:
-                cells.append(SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool"))
-            elif t is XlError:
-                cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
+        values = ev.evaluate_cells(title, pending)  # None: not computed (Unsupported), its text shown
+        nshown = values.count(None)
+        shown += nshown
+        computed += len(values) - nshown
+        # the cells of what is not a number, in the pending order; the numbers through the number formats
+        cells = [c for c in (_cell(p, v, wrap) for p, v in zip(pending, values)
+                             if type(v) is not float and type(v) is not int) if c is not None]
+        numbers = [(p.col, p.row, p.sid, b"%.15g" % v) for p, v in zip(pending, values)
+                   if type(v) is float or type(v) is int]
         if numbers:
             rowmap = {r: int(r) - 1 for _, r, _, _ in numbers}
             colmap = {c: _col0(c) for c in {n[0] for n in numbers}}
@@ -156,6 +137,21 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch, 3, 3)
         out[title] = cells
     return out, computed, shown
+
+
+def _cell(p: Formula, v, wrap) -> SheetCell | None:
+    """The cell of a computed value that is not a number (None: not computed, the formula's text shown)."""
+    r0, c0 = int(p.row) - 1, _col0(p.col)
+    t = type(v)
+    if v is None:
+        return SheetCell(r0, c0, "=" + p.text, "formula")
+    if t is str:
+        return SheetCell(r0, c0, v, "string", p.sid in wrap) if v else None
+    if t is bool:
+        return SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool")
+    if t is XlError:
+        return SheetCell(r0, c0, v.code, "error", p.sid in wrap)
+    return None
 
 
 def formula_warnings(computed: int, shown: int) -> list[str]:
