@@ -22,7 +22,12 @@ from tender_pool.extract.xlsx_strings import unescape, unescape_all
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
-_FORMULA = operator.itemgetter(4)  # of _CELL's
+_FORMULA, _VALUE = operator.itemgetter(4), operator.itemgetter(5)  # of _CELL's
+
+
+def _entry(x: tuple) -> tuple:
+    """A _CELL match as SheetValues reads it: (type, value or inline text or None, formula element or None)."""
+    return x[3], x[5] or x[6] or None, x[4] or None
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
@@ -121,11 +126,12 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
         sv = nv = 5
         # the numbers in the second lambda, the pending formulas in ``pending``: the first holds the other cells
-        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
-                                      if (not v or (t and t != b"n"))
-                                      and not (f and not v and not inl and t != b"str")},
+        # every cell by its reference, as matched (dicts made in C: zip, map): the numbers and the pending formulas,
+        # which SheetValues looks up first, are every cell the entries' conversion (_entry) does not model
+        values = SheetValues(lambda: dict(zip(map(bytes.__add__, map(_COL, found), map(_ROW, found)), found)),
                              strings, True, pending, unescape,
-                             lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums})
+                             lambda: dict(zip(map(bytes.decode, map(bytes.__add__, map(_COL, nums), map(_ROW, nums))),
+                                              map(float, map(_VALUE, nums)))), _entry)
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -158,8 +164,16 @@ def _pending(found: list) -> list[Pending]:
         if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
             raise NeedsOpenpyxl("shared formula without a cached value")
         bodies = [f[len(h): -4] for f, h in zip(elements, heads)]  # (_CELL: the element ends with </f>)
-    escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
-    texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
+    # one parse for the texts with references or CRs; the others decoded (which: by C-level maps, without a CR)
+    if any(map(bytes.__contains__, bodies, itertools.repeat(b"\r"))):
+        marked = [b"&" in b or b"\r" in b for b in bodies]
+    else:
+        marked = list(map(bytes.__contains__, bodies, itertools.repeat(b"&")))
+    texts = list(map(bytes.decode, bodies))
+    if any(marked):
+        for i, text in zip(itertools.compress(range(len(bodies)), marked),
+                           unescape_all(list(itertools.compress(bodies, marked)))):
+            texts[i] = text
     sids = {s: int(s) if s else 0 for s in set(map(_STYLE, cells))}  # (int() of bytes, a call per cell: slow)
     return list(map(Formula, texts, map(bytes.decode, map(_ROW, cells)), map(bytes.decode, map(_COL, cells)),
                     map(sids.__getitem__, map(_STYLE, cells))))

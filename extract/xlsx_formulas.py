@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from typing import Callable
 
 from tender_pool.extract.blocks import SheetCell
 from tender_pool.extract.formula import Evaluator, Formula, Unsupported, XlError
 
 __all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
+
+_COL, _ROW = operator.attrgetter("col"), operator.attrgetter("row")
 
 
 def Pending(col: str, row: str, sid: int, text: str) -> Formula:
@@ -32,15 +35,18 @@ class SheetValues:
     first use (bytes keys and fields from the regex path, str from the element path); ``get`` converts one."""
 
     def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
-                 decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None):
+                 decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None,
+                 entry: Callable[[tuple], tuple] | None = None):
         self._build = build
+        self._entry = entry  # an entry of build's as (type, value text, formula text), where it holds other tuples
         self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
         self._number_cells = None
         self._cells = None
         self._strings = strings
         self._binary = binary
         self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
-        self._formulas = {p.col + p.row: p for p in pending}  # Formula objects, their text decoded
+        self._formulas = dict(zip(map(str.__add__, map(_COL, pending), map(_ROW, pending)), pending))  # their text
+        # decoded (a dict made in C: ``dict(zip(keys, values))``, as the numbers')
 
     def prefill(self) -> dict:
         """The evaluator's first grid of this sheet: every number at once, and each pending formula."""
@@ -67,7 +73,7 @@ class SheetValues:
         entry = self._cells.get(key.encode() if self._binary else key)
         if entry is None:
             return None
-        t, v, f = entry
+        t, v, f = entry if self._entry is None else self._entry(entry)
         if f is None and (t == b"" or t == b"n") and v:  # the common case: a number
             return float(v)
         if self._binary:
@@ -126,8 +132,10 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
         shown += nshown
         computed += len(values) - nshown
         # the cells of what is not a number, in the pending order; the numbers through the number formats
-        cells = [c for c in (_cell(p, v, wrap) for p, v in zip(pending, values)
-                             if type(v) is not float and type(v) is not int) if c is not None]
+        cells = [_cell(p, v, wrap) for p, v in zip(pending, values)
+                 if type(v) is not float and type(v) is not int and v != ""]  # ("" shows nothing: most IF results)
+        if None in cells:  # (a value of no cell's type)
+            cells = [c for c in cells if c is not None]
         numbers = [(p.col, p.row, p.sid, b"%.15g" % v) for p, v in zip(pending, values)
                    if type(v) is float or type(v) is int]
         if numbers:

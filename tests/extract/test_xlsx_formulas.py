@@ -221,3 +221,90 @@ def test_unescape_all_splits_one_text_node_and_falls_back_when_a_text_holds_the_
     assert unescape_all([b"IF(H3&gt;=1,&quot;&#22797;&quot;&amp;E3)", b"", b"a\r\nb", b""]) == [
         'IF(H3>=1,"复"&E3)', "", "a\nb", ""]
     assert unescape_all([b"x&#57344;y", b"z", "\ue000".encode()]) == ["x\ue000y", "z", "\ue000"]
+
+
+def _grid_book(cells: dict[str, object]) -> Evaluator:
+    """An evaluator whose sheet "S" is prefilled as the fast reader's is: numbers, and Formulas with their
+    columns ("=…" strings); other sheets and cells read one by one through ``cell``."""
+    import re
+
+    grid = {}
+    for ref, v in cells.items():
+        sheet, key = ref.split("!")
+        col, row = re.fullmatch(r"([A-Z]+)([0-9]+)", key).groups()
+        if sheet == "S":
+            grid[key] = Formula(v[1:], row, col) if isinstance(v, str) and v.startswith("=") else v
+
+    def cell(sheet: str, col: str, row: str):
+        v = cells.get(f"{sheet}!{col}{row}")
+        return Formula(v[1:], row, col) if isinstance(v, str) and v.startswith("=") else v
+
+    return Evaluator(cell, {"S": lambda: dict(grid)})
+
+
+def _tricky_sheet() -> dict[str, object]:
+    """Row formulas of one shape (a bill's), a running total, a chain deeper than the nesting limit read
+    backwards, cycles, errors, text, unsupported functions, a '#' in a text, a range as a result, ranges over
+    formula cells and over empty cells, another sheet."""
+    cells: dict[str, object] = {}
+    for r in range(1, 130):
+        cells[f"S!F{r}"] = float(r % 7) - 1.0
+        cells[f"S!G{r}"] = 1.5 * r if r % 11 else "x"
+        cells[f"S!H{r}"] = f"=ROUND(F{r}*G{r},2)"
+        cells[f"S!I{r}"] = f'=IF(H{r}>=100,"big"&F{r},"")'
+        cells[f"S!J{r}"] = f"=G{r}/F{r}"
+        cells[f"S!K{r}"] = f"=K{r - 1}+H{r}" if r > 1 else "=H1"
+        cells[f"S!L{r}"] = f"=L{r + 1}+1" if r < 129 else "=1"  # read from the top: deeper than MAX_DEPTH
+        cells[f"S!M{r}"] = f"=SUM(H{max(1, r - 20)}:H{r})+SUM(N1:N3)"
+    cells["S!A1"] = "=A2"
+    cells["S!A2"] = "=A1"  # a cycle
+    cells["S!A3"] = "=A3+1"  # a cycle of one
+    cells["S!A4"] = "=VLOOKUP(1,B1:B2,1)"
+    cells["S!A5"] = '="#"&1'
+    cells["S!A6"] = "=H1:H3"
+    cells["S!A7"] = "=SUM(A4:A6)"
+    cells["S!A8"] = "=SUM(L1:L129)"
+    cells["S!A9"] = "=T!A1*2"
+    cells["S!A10"] = "=SUM(L60:L129)"
+    cells["T!A1"] = "=S!H5+1"
+    return cells
+
+
+def test_cells_computed_in_runs_equal_one_by_one():
+    """``evaluate_cells`` and ranges over formula cells compute runs of one shape in one compiled loop (speed);
+    every value, error, cycle, nesting limit and unsupported cell is what ``compute`` one by one gives."""
+    import re
+
+    cells = _tricky_sheet()
+    order = sorted((k for k, v in cells.items() if k.startswith("S!") and isinstance(v, str) and v[:1] == "="),
+                   key=lambda k: (int(re.search(r"[0-9]+", k).group()), len(k), k))
+    formulas = [Formula(cells[k][1:], *reversed(re.fullmatch(r"S!([A-Z]+)([0-9]+)", k).groups())) for k in order]
+    one = _grid_book(cells)
+    want = []
+    for f in formulas:
+        try:
+            want.append(one.compute("S", f.col, f.row, f.text))
+        except Unsupported:
+            want.append(None)
+    got = _grid_book(cells).evaluate_cells("S", formulas)
+    assert got == want
+    assert None in want and DIV0 in want and VALUE in want and any(type(v) is str and v for v in want)
+
+
+def test_rows_of_one_shape_are_one_compiled_loop(monkeypatch):
+    """Speed: a bill's rows (and a subtotal's range over them) are computed without a call down ``_run`` per
+    cell: one compiled loop per run of rows of one shape."""
+    cells = {}
+    for r in range(1, 301):
+        cells[f"S!F{r}"] = float(r)
+        cells[f"S!G{r}"] = 2.0
+        cells[f"S!H{r}"] = f"=ROUND(F{r}*G{r},2)"
+        cells[f"S!I{r}"] = f'=IF(H{r}>=100,"big","")'
+    cells["S!H301"] = "=SUM(H1:H300)"
+    runs = []
+    monkeypatch.setattr(Evaluator, "_run", lambda *a: runs.append(a) or 0.0)
+    ev = _grid_book(cells)
+    got = ev.evaluate_cells("S", [Formula("SUM(H1:H300)", "301", "H")] + [
+        Formula(f'IF(H{r}>=100,"big","")', str(r), "I") for r in range(1, 301)])
+    assert got[0] == 2.0 * sum(range(1, 301)) and got[1:] == ["" if r < 50 else "big" for r in range(1, 301)]
+    assert not runs
