@@ -22,7 +22,7 @@ from tender_pool.extract.xlsx_strings import unescape, unescape_all
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
-_FORMULA, _VALUE = operator.itemgetter(4), operator.itemgetter(5)  # of _CELL's
+_TYPE, _FORMULA, _VALUE, _INLINE = (operator.itemgetter(i) for i in (3, 4, 5, 6))  # of _CELL's
 
 
 def _entry(x: tuple) -> tuple:
@@ -242,10 +242,26 @@ def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids
         texts = format_all(show, values, all_int or exact)
         cells += map(SheetCell, map(rows, map(_ROW, group)), map(cols, map(_COL, group)), texts,
                      itertools.repeat("number"))
-    raw = [x[5] or x[6] for x in rest]
-    plain = iter(unescape_all([v for v in raw if b"&" in v]))
-    texts = [next(plain) if b"&" in v else v.decode() for v in raw]
+    # (a cell matched one value alternative at most: its value or its inline text, the other empty)
+    raw = list(map(bytes.__add__, map(_VALUE, rest), map(_INLINE, rest)))
+    marked = list(map(bytes.__contains__, raw, itertools.repeat(b"&")))  # references: one parse for all
+    texts = list(map(bytes.decode, raw))
+    if any(marked):
+        if all(marked):
+            texts = unescape_all(raw)
+        else:
+            for i, text in zip(itertools.compress(range(len(raw)), marked),
+                               unescape_all(list(itertools.compress(raw, marked)))):
+                texts[i] = text
     # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
+    types = set(map(_TYPE, rest))
+    if types <= {b"inlineStr", b"str"}:  # (by maps, an empty inline text dropped after)
+        strings_of = list(map(SheetCell, map(rows, map(_ROW, rest)), map(cols, map(_COL, rest)), texts,
+                              itertools.repeat("string"), map(wrap_of.__getitem__, map(_STYLE, rest))))
+        if "" in texts and b"inlineStr" in types:
+            strings_of = [c for c, x in zip(strings_of, rest) if c.v or x[3] == b"str"]
+        cells += strings_of
+        return cells
     cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
               if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
     others = [(x, v) for x, v in zip(rest, texts) if x[3] != b"inlineStr" and x[3] != b"str"]  # (no loop over those)
