@@ -29,7 +29,6 @@ formulas at once (``prefill``).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 from typing import Callable
@@ -146,14 +145,6 @@ class Evaluator:
         if v is _MISS or type(v) is Formula:
             v = self.slow(g, sheet, key, Formula(text, row))
         return v
-
-    def evaluate_cells(self, sheet: str, cells: list[Formula]) -> list:
-        """The values of ``sheet``'s formula cells ``cells`` (Formulas with their columns), computed in this order
-        exactly as ``compute`` one by one would, None where ``compute`` raises Unsupported (``_cells``)."""
-        out: list = []
-        _cells(self, sheet, self.grid(sheet), [c.col for c in cells], [c.row for c in cells],
-               [c.text for c in cells], out, False)
-        return out
 
     def evaluate(self, text: str, sheet: str, row: str):
         """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
@@ -491,41 +482,20 @@ def _tokens(s: str) -> list[tuple[str, str, re.Match]]:
 
 
 def _range(ev: Evaluator, g: dict, sheet: str, cols: tuple, r1: int, r2: int) -> list:
-    """A range reference's values, row by row, each column of a row in turn. The cells still to compute are
-    taken in the same order as one by one, but runs of them through ``_cells`` (a subtotal's SUM over 200 rows
-    of ``ROUND(F#*G#,2)``: one compiled loop, not 200 calls down ``slow``)."""
+    """A range reference's values, row by row, each column of a row in turn."""
     if r1 > r2:
         r1, r2 = r2, r1
     if (r2 - r1 + 1) * len(cols) > MAX_RANGE:
         raise Unsupported("range too large")
-    get = g.get
-    if len(cols) == 1:
-        keys = list(map(cols[0].__add__, map(str, range(r1, r2 + 1))))
-    else:
-        keys = [c + rs for rs in map(str, range(r1, r2 + 1)) for c in cols]
-    out = list(map(get, keys, itertools.repeat(_MISS)))
-    todo = [i for i, v in enumerate(out) if type(v) is not float]
-    if not todo:
-        return out
-    slow = ev.slow
-    run: list[int] = []  # consecutive cells holding a Formula when the range was read
-    for i in todo + [-1]:
-        if i >= 0 and type(out[i]) is Formula:
-            run.append(i)
-            continue
-        if run:
-            fs = [out[j] for j in run]
-            rows = [f.row for f in fs]
-            got: list = []
-            _cells(ev, sheet, g, [keys[j][:-len(r)] for j, r in zip(run, rows)], rows, [f.text for f in fs], got,
-                   True)
-            for j, v in zip(run, got):
-                out[j] = v
-            run = []
-        if i >= 0:
-            k = keys[i]
+    get, slow = g.get, ev.slow
+    out = []
+    append = out.append
+    for n in range(r1, r2 + 1):
+        rs = str(n)
+        for c in cols:
+            k = c + rs
             v = get(k, _MISS)
-            out[i] = v if type(v) is float else slow(g, sheet, k, v)
+            append(v if type(v) is float else slow(g, sheet, k, v))
     return out
 
 
@@ -540,8 +510,7 @@ def _iferror(x: Callable, alt: Callable):
 _PY_OP = {"=": "==", "<>": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 _NAMESPACE = {"_num": _num, "_text": _text, "_truth": _truth, "_compare": _compare, "_call": _call,
               "_round": _round, "_range": _range, "_iferror": _iferror, "_M": _MISS, "float": float, "int": int,
-              "type": type, "bool": bool, "_F": Formula, "_Raise": _Raise, "_DIV0": DIV0, "_NUMV": NUM,
-              "Unsupported": Unsupported, "_DEPTH": MAX_DEPTH}
+              "type": type, "bool": bool}
 _templates: dict[str, tuple[Callable, tuple]] = {}
 _shapes: dict[str, Callable] = {}
 
@@ -565,137 +534,6 @@ def _compile(template: str) -> tuple[Callable, tuple]:
     return got
 
 
-def _cells(ev: Evaluator, sheet: str, g: dict, cols: list[str], rows: list[str], texts: list[str], out: list,
-           nested: bool) -> None:
-    """Computes formula cells (column letters, row digits, text) of ``sheet`` in this order exactly as
-    ``Evaluator.slow`` one by one would (the memo, the active set and the nesting limit, errors as values),
-    appending each value to ``out``. A cell ``slow`` would raise Unsupported for: None appended, or with
-    ``nested`` (called from within a formula) the Unsupported raised. Why: a bill's rows are one *row shape*
-    (``ROUND(F#*G#,2)`` in H, ``IF(H#…)`` in I on every row), so each run of rows of one shape is one compiled
-    loop (``_row_code``) over the rows, without the per-cell calls of ``slow`` and ``_run`` and the template's
-    look-up."""
-    n = len(texts)
-    if not n:
-        return
-    tpls = list(map(str.replace, texts, rows, itertools.repeat("#")))
-    if "#" in "".join(texts):  # refused as _run refuses it ("\0": no template, no formula text holds it)
-        tpls = ["\0" if "#" in t else x for t, x in zip(texts, tpls)]
-    keys = list(map(str.__add__, map(str.__add__, cols, itertools.repeat("\1")), tpls))
-    starts = [i for i in range(1, n) if rows[i] == rows[i - 1]]
-    if not starts:  # a cell a row (a column of a range): a cell's shape is its own
-        for shape, same in itertools.groupby(range(n), keys.__getitem__):
-            fn, cs, params = _row_code((shape,), nested)
-            fn(ev, sheet, g, [rows[j] for j in same], cs, params, out)
-        return
-    bounds = [0, *[i for i in range(1, n) if rows[i] != rows[i - 1]], n]
-    shapes = [tuple(keys[a:b]) for a, b in zip(bounds, bounds[1:])]
-    for shape, same in itertools.groupby(range(len(shapes)), shapes.__getitem__):
-        fn, cs, params = _row_code(shape, nested)
-        fn(ev, sheet, g, [rows[bounds[j]] for j in same], cs, params, out)
-
-
-_rows: dict[tuple, tuple] = {}
-# one cell of a row shape: as Evaluator.slow (mark, limit, memo) around Evaluator._run (errors, the result)
-_ROW_CELL = """\
-        k = C{j} + R
-        v = get(k)
-        if v is None or type(v) is _F:
-            mark = (s, k)
-            if mark in active or len(active) >= _DEPTH:
-                {refuse}
-            else:
-                add(mark)
-                try:
-                    v = {expr}
-                except _Raise as e:
-                    v = e.err
-                except ZeroDivisionError:
-                    v = _DIV0
-                except (OverflowError, ValueError):
-                    v = _NUMV
-                except RecursionError:
-                    discard(mark)
-                    {refuse}
-                except Unsupported:
-                    discard(mark)
-                    {reraise}
-                else:
-                    if type(v) is float:
-                        if v - v != 0.0:
-                            v = _NUMV
-                    else:
-                        v = _post(v)
-                discard(mark)
-                if v is None:
-                    {refuse}
-                else:
-                    g[k] = v
-        append(v)
-"""
-_ROW_REFUSED = """\
-        v = get(C{j} + R)
-        if v is None or type(v) is _F:
-            {refuse}
-        append(v)
-"""
-_TOP = {"refuse": "v = None", "reraise": "v = None"}  # the cell's text is shown; the next cell
-_NESTED = {"refuse": "raise Unsupported('a formula cell not computed')", "reraise": "raise"}
-
-
-def _row_code(shape: tuple[str, ...], nested: bool) -> tuple[Callable, tuple, tuple]:
-    """(function, column letters, constants) of a row shape: each cell's column and template joined by "\\1"
-    (a template "\\0" is refused). The function, ``(ev, s, g, rows, C, P, out)``, computes the cells of each row
-    of ``rows`` in turn (``_cells``), appending each value to ``out``; it is compiled once per generated source,
-    which holds every constant as ``P<cell>[i]``."""
-    got = _rows.get((shape, nested))
-    if got is None:
-        if len(_rows) > 5_000:
-            _rows.clear()
-        cols, params, body = [], [], []
-        how = _NESTED if nested else _TOP
-        for j, cell in enumerate(shape):
-            col, tpl = cell.split("\1", 1)
-            cols.append(col)
-            expr = None
-            if tpl != "\0":
-                try:
-                    gen = _Gen(tpl, f"P{j}")
-                    expr = gen.expression()
-                except Unsupported:
-                    pass
-            params.append(tuple(gen.params) if expr is not None else ())
-            body.append(_ROW_CELL.format(j=j, expr=expr, **how) if expr is not None else
-                        _ROW_REFUSED.format(j=j, **how))
-        names = ", ".join(f"C{j}" for j in range(len(shape)))
-        pnames = ", ".join(f"P{j}" for j in range(len(shape)))
-        src = (f"def _r(ev, s, g, rows, C, P, out):\n    {names}, = C\n    {pnames}, = P\n    get = g.get\n"
-               f"    append = out.append\n    active = ev._active\n    add, discard = active.add, active.discard\n"
-               f"    for R in rows:\n{''.join(body)}")
-        fn = _shapes.get(src)
-        if fn is None:
-            if len(_shapes) > 5_000:
-                _shapes.clear()
-            ns = dict(_NAMESPACE)
-            exec(compile(src, "<formula row>", "exec"), ns)  # source generated from our own tokens, never the text
-            fn = _shapes[src] = ns["_r"]
-        got = _rows[(shape, nested)] = (fn, tuple(cols), tuple(params))
-    return got
-
-
-def _post(v):
-    """What ``Evaluator._run`` makes of a result that is not a float (None: a range, Unsupported)."""
-    if type(v) is list:
-        if len(v) != 1:
-            return None
-        v = v[0]
-    if type(v) is float and not math.isfinite(v):
-        return NUM
-    return 0.0 if v is None else v
-
-
-_NAMESPACE["_post"] = _post
-
-
 def _with_row(pattern: str):
     """A leaf text that may hold the row placeholder: (constant text, None) or (None, pattern)."""
     return (pattern, None) if "#" not in pattern else (None, pattern)
@@ -708,26 +546,21 @@ class _Gen:
     kind "num" is a float for sure, "ref" a reference (then the node has a third item: its source as a number).
     The source is Python only we write: every constant of the text goes into ``P``, never into the source."""
 
-    def __init__(self, text: str, pname: str = "P"):
+    def __init__(self, text: str):
         self.toks = _tokens(text)
         self.i = 0
         self.params: list = []
         self.temps = 0
-        self.pname = pname
 
-    def expression(self) -> str:
-        """The whole text as one Python expression over ``ev``, ``s``, ``g``, ``R`` and the constants."""
+    def source(self) -> tuple[str, list]:
         e = self.comparison()
         if self.i != len(self.toks):
             raise Unsupported("trailing tokens")
-        return e[0]
-
-    def source(self) -> tuple[str, list]:
-        return f"def _f(ev, s, g, R, P):\n    return {self.expression()}\n", self.params
+        return f"def _f(ev, s, g, R, P):\n    return {e[0]}\n", self.params
 
     def param(self, value) -> str:
         self.params.append(value)
-        return f"{self.pname}[{len(self.params) - 1}]"
+        return f"P[{len(self.params) - 1}]"
 
     def tmp(self) -> str:
         self.temps += 1

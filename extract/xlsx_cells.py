@@ -22,12 +22,7 @@ from tender_pool.extract.xlsx_strings import unescape, unescape_all
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
-_TYPE, _FORMULA, _VALUE, _INLINE = (operator.itemgetter(i) for i in (3, 4, 5, 6))  # of _CELL's
-
-
-def _entry(x: tuple) -> tuple:
-    """A _CELL match as SheetValues reads it: (type, value or inline text or None, formula element or None)."""
-    return x[3], x[5] or x[6] or None, x[4] or None
+_FORMULA = operator.itemgetter(4)  # of _CELL's
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
@@ -126,12 +121,11 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
         sv = nv = 5
         # the numbers in the second lambda, the pending formulas in ``pending``: the first holds the other cells
-        # every cell by its reference, as matched (dicts made in C: zip, map): the numbers and the pending formulas,
-        # which SheetValues looks up first, are every cell the entries' conversion (_entry) does not model
-        values = SheetValues(lambda: dict(zip(map(bytes.__add__, map(_COL, found), map(_ROW, found)), found)),
+        values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
+                                      if (not v or (t and t != b"n"))
+                                      and not (f and not v and not inl and t != b"str")},
                              strings, True, pending, unescape,
-                             lambda: dict(zip(map(bytes.decode, map(bytes.__add__, map(_COL, nums), map(_ROW, nums))),
-                                              map(float, map(_VALUE, nums)))), _entry)
+                             lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums})
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -164,16 +158,8 @@ def _pending(found: list) -> list[Pending]:
         if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
             raise NeedsOpenpyxl("shared formula without a cached value")
         bodies = [f[len(h): -4] for f, h in zip(elements, heads)]  # (_CELL: the element ends with </f>)
-    # one parse for the texts with references or CRs; the others decoded (which: by C-level maps, without a CR)
-    if any(map(bytes.__contains__, bodies, itertools.repeat(b"\r"))):
-        marked = [b"&" in b or b"\r" in b for b in bodies]
-    else:
-        marked = list(map(bytes.__contains__, bodies, itertools.repeat(b"&")))
-    texts = list(map(bytes.decode, bodies))
-    if any(marked):
-        for i, text in zip(itertools.compress(range(len(bodies)), marked),
-                           unescape_all(list(itertools.compress(bodies, marked)))):
-            texts[i] = text
+    escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
+    texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
     sids = {s: int(s) if s else 0 for s in set(map(_STYLE, cells))}  # (int() of bytes, a call per cell: slow)
     return list(map(Formula, texts, map(bytes.decode, map(_ROW, cells)), map(bytes.decode, map(_COL, cells)),
                     map(sids.__getitem__, map(_STYLE, cells))))
@@ -242,26 +228,10 @@ def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids
         texts = format_all(show, values, all_int or exact)
         cells += map(SheetCell, map(rows, map(_ROW, group)), map(cols, map(_COL, group)), texts,
                      itertools.repeat("number"))
-    # (a cell matched one value alternative at most: its value or its inline text, the other empty)
-    raw = list(map(bytes.__add__, map(_VALUE, rest), map(_INLINE, rest)))
-    marked = list(map(bytes.__contains__, raw, itertools.repeat(b"&")))  # references: one parse for all
-    texts = list(map(bytes.decode, raw))
-    if any(marked):
-        if all(marked):
-            texts = unescape_all(raw)
-        else:
-            for i, text in zip(itertools.compress(range(len(raw)), marked),
-                               unescape_all(list(itertools.compress(raw, marked)))):
-                texts[i] = text
+    raw = [x[5] or x[6] for x in rest]
+    plain = iter(unescape_all([v for v in raw if b"&" in v]))
+    texts = [next(plain) if b"&" in v else v.decode() for v in raw]
     # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
-    types = set(map(_TYPE, rest))
-    if types <= {b"inlineStr", b"str"}:  # (by maps, an empty inline text dropped after)
-        strings_of = list(map(SheetCell, map(rows, map(_ROW, rest)), map(cols, map(_COL, rest)), texts,
-                              itertools.repeat("string"), map(wrap_of.__getitem__, map(_STYLE, rest))))
-        if "" in texts and b"inlineStr" in types:
-            strings_of = [c for c, x in zip(strings_of, rest) if c.v or x[3] == b"str"]
-        cells += strings_of
-        return cells
     cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
               if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
     others = [(x, v) for x, v in zip(rest, texts) if x[3] != b"inlineStr" and x[3] != b"str"]  # (no loop over those)

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 from typing import Callable
 
 from tender_pool.extract.blocks import SheetCell
 from tender_pool.extract.formula import Evaluator, Formula, Unsupported, XlError
 
 __all__ = ["SheetValues", "Pending", "evaluate_workbook", "formula_warnings"]
-
-_COL, _ROW = operator.attrgetter("col"), operator.attrgetter("row")
 
 
 def Pending(col: str, row: str, sid: int, text: str) -> Formula:
@@ -35,18 +32,15 @@ class SheetValues:
     first use (bytes keys and fields from the regex path, str from the element path); ``get`` converts one."""
 
     def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
-                 decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None,
-                 entry: Callable[[tuple], tuple] | None = None):
+                 decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None):
         self._build = build
-        self._entry = entry  # an entry of build's as (type, value text, formula text), where it holds other tuples
         self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
         self._number_cells = None
         self._cells = None
         self._strings = strings
         self._binary = binary
         self._decode = decode  # bytes between tags -> text, references decoded (the binary entries)
-        self._formulas = dict(zip(map(str.__add__, map(_COL, pending), map(_ROW, pending)), pending))  # their text
-        # decoded (a dict made in C: ``dict(zip(keys, values))``, as the numbers')
+        self._formulas = {p.col + p.row: p for p in pending}  # Formula objects, their text decoded
 
     def prefill(self) -> dict:
         """The evaluator's first grid of this sheet: every number at once, and each pending formula."""
@@ -73,7 +67,7 @@ class SheetValues:
         entry = self._cells.get(key.encode() if self._binary else key)
         if entry is None:
             return None
-        t, v, f = entry if self._entry is None else self._entry(entry)
+        t, v, f = entry
         if f is None and (t == b"" or t == b"n") and v:  # the common case: a number
             return float(v)
         if self._binary:
@@ -121,23 +115,40 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
     out: dict[str, list[SheetCell]] = {}
     computed = shown = 0
     wrap = styles.wrap
+    slow = ev.slow
     for title, _, pending in sheets:
         if not pending:
             continue
+        cells: list[SheetCell] = []
+        numbers = []
+        g = ev.grid(title)
         rows = list(map(int, [p.row for p in pending]))
         if any(map(int.__gt__, rows, rows[1:])):  # (document order is row order but for a malformed sheet)
             pending = [p for _, _, p in sorted(zip(rows, itertools.count(), pending))]
-        values = ev.evaluate_cells(title, pending)  # None: not computed (Unsupported), its text shown
-        nshown = values.count(None)
-        shown += nshown
-        computed += len(values) - nshown
-        # the cells of what is not a number, in the pending order; the numbers through the number formats
-        cells = [_cell(p, v, wrap) for p, v in zip(pending, values)
-                 if type(v) is not float and type(v) is not int and v != ""]  # ("" shows nothing: most IF results)
-        if None in cells:  # (a value of no cell's type)
-            cells = [c for c in cells if c is not None]
-        numbers = [(p.col, p.row, p.sid, b"%.15g" % v) for p, v in zip(pending, values)
-                   if type(v) is float or type(v) is int]
+        for p in pending:
+            key = p.col + p.row
+            v = g.get(key)  # p itself, or its value if another formula needed it first
+            try:
+                if v is None or type(v) is Formula:
+                    v = slow(g, title, key, p)
+            except Unsupported:
+                r0, c0 = int(p.row) - 1, _col0(p.col)
+                cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
+                shown += 1
+                continue
+            computed += 1
+            t = type(v)
+            if t is float or t is int:
+                numbers.append((p.col, p.row, p.sid, b"%.15g" % v))
+                continue
+            r0, c0 = int(p.row) - 1, _col0(p.col)
+            if t is str:
+                if v:
+                    cells.append(SheetCell(r0, c0, v, "string", p.sid in wrap))
+            elif t is bool:
+                cells.append(SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool"))
+            elif t is XlError:
+                cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
         if numbers:
             rowmap = {r: int(r) - 1 for _, r, _, _ in numbers}
             colmap = {c: _col0(c) for c in {n[0] for n in numbers}}
@@ -145,21 +156,6 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch, 3, 3)
         out[title] = cells
     return out, computed, shown
-
-
-def _cell(p: Formula, v, wrap) -> SheetCell | None:
-    """The cell of a computed value that is not a number (None: not computed, the formula's text shown)."""
-    r0, c0 = int(p.row) - 1, _col0(p.col)
-    t = type(v)
-    if v is None:
-        return SheetCell(r0, c0, "=" + p.text, "formula")
-    if t is str:
-        return SheetCell(r0, c0, v, "string", p.sid in wrap) if v else None
-    if t is bool:
-        return SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool")
-    if t is XlError:
-        return SheetCell(r0, c0, v.code, "error", p.sid in wrap)
-    return None
 
 
 def formula_warnings(computed: int, shown: int) -> list[str]:
