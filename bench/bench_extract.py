@@ -3,6 +3,9 @@
 Run: ``.venv/bin/python bench/bench_extract.py [--kinds docx,xlsx,pdf,doc,xls] [--warm]``.
 ``--formulas``: instead, issue 17 item 12: the 12k-row bill as openpyxl writes it (formulas without cached values)
 against the same bill with the values LibreOffice computed and cached, through each reader path.
+``--phases``: instead, where ``extract()``'s CPU time goes on those two bills: each phase's best of ``--rounds``
+(the shared strings, each sheet's cells by regex, the pending formulas, the cells built, the evaluation and its
+parts, Markdown, the page estimate).
 ``--large``: instead, the issue-13 table: every reader variant on the generated 12k-row bill of quantities
 (tests/extract/bigbook.py, .xlsx and its LibreOffice .xls twin), 53446.xls, the 130-page .doc, and the stages
 of a small .doc through ``run_job`` (best of ``--rounds``), with the machine's load average.
@@ -30,8 +33,11 @@ def main() -> int:
     ap.add_argument("--warm", action="store_true", help="use one WarmJvm for doc/xls")
     ap.add_argument("--large", action="store_true", help="the reader-variant table of issue 13")
     ap.add_argument("--formulas", action="store_true", help="the uncached-formula table of issue 17")
+    ap.add_argument("--phases", action="store_true", help="extract()'s CPU time by phase on the formula bills")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.phases:
+        return phases(args.rounds)
     if args.large:
         return large(args.rounds)
     if args.formulas:
@@ -143,6 +149,71 @@ def formulas(rounds: int) -> int:
             print(f"{doc:44s} {variant:44s} {wall * 1000:8.1f} {cpu * 1000:8.1f}", flush=True)
         x = extract(path)
         print(f"{'':44s} engine {x.engine}; {'; '.join(x.warnings) or 'no warnings'}")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())} "
+          f"on {__import__('os').cpu_count()} CPUs")
+    return 0
+
+
+def phases(rounds: int) -> int:
+    """CPU milliseconds of each phase of ``extract()`` (best of ``rounds``, after one untimed run) on the bill with
+    formulas and no values and on its LibreOffice resave: the functions that make up each phase are wrapped with
+    a CPU clock for the run (nested phases are indented; a parent includes its children)."""
+    import bigbook
+
+    from tender_pool.extract import api, xlsx_cells, xlsx_formulas, xlsx_stream
+
+    bigbook.ensure_soffice()
+    spent: dict[str, float] = {}
+    wrapped = []
+
+    def wrap(owner, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            t = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - t
+        wrapped.append((owner, name, fn))
+        setattr(owner, name, timed)
+
+    phases_of = (
+            (xlsx_stream, "shared_strings", "shared strings"),
+            (xlsx_stream, "_fast_cells", "sheets' cells by regex (all of fast_cells)"),
+            (xlsx_cells, "_pending", "  formulas without values (_pending)"),
+            (xlsx_cells, "cells_of", "  cells built (cells_of)"),
+            (xlsx_stream, "sheet_elements", "sheet XML around the cells"),
+            (xlsx_stream, "evaluate_workbook", "evaluation (evaluate_workbook)"),
+            (xlsx_formulas.SheetValues, "prefill", "  grids: numbers and formulas"),
+            (xlsx_formulas.SheetValues, "get", "  other cells read (SheetValues.get; +its clock)"),
+            (xlsx_stream, "cells_of", "  computed numbers formatted"),
+            (xlsx_stream, "read_stream", "read_stream (all of the reading)"),
+            (api, "render", "Markdown"),
+            (api, "estimate", "page estimate"))
+    for owner, name, label in phases_of:
+        wrap(owner, name, label)
+    try:
+        for doc, path in zip(("bill 12k rows, formulas without values", "same bill, values cached (LibreOffice)"),
+                             bigbook.formula_paths()):
+            extract(str(path))
+            best: dict[str, float] = {}
+            totals = []
+            for _ in range(rounds):
+                spent.clear()
+                t = time.process_time()
+                extract(str(path))
+                totals.append(time.process_time() - t)
+                for k, v in spent.items():
+                    best[k] = min(best.get(k, v), v)
+            print(f"{doc}: extract() CPU ms best {min(totals) * 1000:.0f}, median "
+                  f"{statistics.median(totals) * 1000:.0f}, max {max(totals) * 1000:.0f}")
+            for _, _, label in phases_of:
+                if label in best:
+                    print(f"  {label:48s} {best[label] * 1000:8.1f}")
+    finally:
+        for owner, name, fn in wrapped:
+            setattr(owner, name, fn)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())} "
           f"on {__import__('os').cpu_count()} CPUs")
     return 0

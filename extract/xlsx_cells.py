@@ -125,7 +125,10 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
                                       if (not v or (t and t != b"n"))
                                       and not (f and not v and not inl and t != b"str")},
                              strings, True, pending, unescape,
-                             lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums})
+                             lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums},
+                             lambda k: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
+                                        if c == k and (not v or (t and t != b"n"))
+                                        and not (f and not v and not inl and t != b"str")})
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}

@@ -221,3 +221,38 @@ def test_unescape_all_splits_one_text_node_and_falls_back_when_a_text_holds_the_
     assert unescape_all([b"IF(H3&gt;=1,&quot;&#22797;&quot;&amp;E3)", b"", b"a\r\nb", b""]) == [
         'IF(H3>=1,"复"&E3)', "", "a\nb", ""]
     assert unescape_all([b"x&#57344;y", b"z", "\ue000".encode()]) == ["x\ue000y", "z", "\ue000"]
+
+
+def test_text_read_by_formulas_is_indexed_by_column(tmp_path, monkeypatch):
+    """Speed: formulas that read a sheet's text (a bill's IF(H5>=…,"复核:"&E5,"")) index only the columns they
+    read, never every cell of the sheet; each cell read is what the index of every cell gives."""
+    import openpyxl
+
+    from tender_pool.extract import xlsx_formulas
+
+    made = []
+    real = xlsx_formulas.SheetValues
+
+    class Recording(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr("tender_pool.extract.xlsx_cells.SheetValues", Recording)
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "S"
+    for r in range(1, 41):
+        ws.append([f"甲{r}&<", float(r), True if r % 3 else None, f"=A{r}&B{r}", f"=IF(B{r}>20,F{r},C{r})",
+                   "x" if r % 2 else None])
+    wb.save(tmp_path / "t.xlsx")
+    x = extract(str(tmp_path / "t.xlsx"))
+    assert x.engine == "xlsx-stream" and "甲5&<5" in x.markdown, x.markdown[:400]
+    (values,) = made
+    assert values._cells is None and sorted(values._columns) == ["A", "C", "F"]
+    whole = real(values._build, values._strings, True, list(values._formulas.values()), values._decode,
+                 values._numbers)
+    for col in "ABCDEFG":
+        for r in range(0, 43):
+            assert values.get(col, str(r)) == whole.get(col, str(r)), (col, r)
+    assert whole._cells is not None and values._cells is not None and not values._columns  # (past 3 columns)
