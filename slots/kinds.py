@@ -119,6 +119,14 @@ class Kind(Protocol):
         """Undo what a fenced attempt left (its job belongs to a newer attempt)."""
         ...
 
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        """The attempt's child's own steps, in order: (name, monotonic time it ended); [] if unknown."""
+        ...
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        """Keep the pool's step timings of a settled attempt with its result, where the kind has a place."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -154,6 +162,12 @@ class CommandKind:
 
     def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
         pass  # a command's side effects are its own
+
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        return []
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        pass  # its result is the handler's object (CONTRACT): the steps are in the job_ran log line only
 
     def close(self) -> None:
         pass
@@ -263,6 +277,35 @@ class ExtractionKind:
     def groups(self) -> list[int]:
         return sorted(self.keep())
 
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        """The child's marks (``extraction_child``): its start, the extraction's end, the files written."""
+        if res.returncode != 0 or not res.stdout:
+            return []
+        try:
+            marks = _marks_dec.decode(res.stdout).child_marks
+        except msgspec.DecodeError:
+            return []
+        return list(zip(CHILD_STEPS, marks))
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        """A completed attempt's steps go into its metadata file's ``timings`` (``pool_<step>``, seconds
+        like the extraction's own), rewritten whole under a new name and renamed over it: a reader sees
+        the file with or without them, never half of it. A file that is gone (discarded) stays gone."""
+        if outcome.status != Status.COMPLETED or not steps:
+            return
+        path = (outcome.result or {}).get("metadata_path")
+        if not isinstance(path, str):
+            return
+        from tender_pool.extract.runner import atomic_write
+
+        try:
+            with open(path, "rb") as f:
+                meta = msgspec.json.decode(f.read())
+            meta.setdefault("timings", {}).update({f"pool_{k}": round(v, 5) for k, v in steps.items()})
+            atomic_write(path, _enc.encode(meta))
+        except (OSError, msgspec.DecodeError, AttributeError):
+            pass  # the timings are a diagnosis: a result never fails for want of them
+
     def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
         """A fenced attempt's files are deleted, never published (README, "Never twice at once")."""
         out_dir, stem = self._files(job, attempt)
@@ -278,8 +321,20 @@ class ExtractionKind:
             self.jvm = None
 
 
+CHILD_STEPS = ("child_start", "extract", "write")  # what each of the child's marks ends
+
+
+class _Marks(msgspec.Struct):
+    child_marks: list[float] = []
+
+
+_marks_dec = msgspec.json.Decoder(_Marks)
+
+
 def _job_output(value: dict) -> dict:
-    """parse_markdown stores the child's ``JobOutput`` object itself as the result (CONTRACT)."""
+    """parse_markdown stores the child's ``JobOutput`` object itself as the result (CONTRACT), without
+    the child's step marks (read by ``child_steps``)."""
+    value.pop("child_marks", None)
     return value
 
 
@@ -287,12 +342,14 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
     """Runs in the job's forked child: extract, write the files, speak the handler protocol on stdout
     (exit 0 + the ``JobOutput`` object, or exit 3 + {"error": …}), so one code path reads both kinds."""
     import sys
+    import time
 
     from tender_pool.extract.errors import ExtractError
     from tender_pool.extract.runner import run_job
 
+    marks = [time.monotonic()]  # then the extraction's end and the files' (the slot's step timings)
     try:
-        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm)
+        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm, marks=marks)
     except ExtractError as e:
         sys.stdout.buffer.write(_enc.encode(e.to_dict()))
         return 3
@@ -302,7 +359,7 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
         msg = f"writing the result: {e.strerror}: {e.filename}"  # conclude() makes it a retried failure
         sys.stdout.buffer.write(_enc.encode({"error": {"kind": ErrorKind.STORAGE.value, "message": msg}}))
         return 3
-    sys.stdout.buffer.write(_enc.encode(out))
+    sys.stdout.buffer.write(_enc.encode({**msgspec.structs.asdict(out), "child_marks": marks}))
     return 0
 
 
@@ -353,6 +410,12 @@ class FunctionKind:
 
     def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
         pass  # a function's side effects are its own: it asks ctx.owns() before committing them
+
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        return []
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        pass  # its result is the function's value (CONTRACT): the steps are in the job_ran log line only
 
     def close(self) -> None:
         self.server.stop()  # shared: the first kind's close stops it, the others find it stopped

@@ -50,6 +50,7 @@ class RunResult:
     signals: list[str] = field(default_factory=list)
     overflow: bool = False
     kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
+    exited_at: float | None = None  # monotonic: when ``run`` first saw the process gone (None: stopped first)
 
 
 class Child:
@@ -330,4 +331,5 @@ def run(
         rc = proc.wait(timeout=kill_grace + 5)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed above; kernel will reap
         rc = None
-    return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow, kill.stages if kill else None)
+    return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow, kill.stages if kill else None,
+                     exited_at)
