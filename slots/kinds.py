@@ -193,8 +193,14 @@ PRELOAD_BY_EXTENSION: dict[str, tuple[str, ...]] = {
 JVM_EXTENSIONS = frozenset({".doc", ".dot", ".xls", ".xlt"})  # legacy OLE2 formats: POI in the warm JVM
 
 
+# What every job's child runs whatever the format: the extraction's entry point, its rendering and page
+# estimate. Left to the child, each child imported them anew (the slot never did): 40-100 ms a
+# document, most of the pool's time around a small .doc (bench/bench_doc_overhead.py).
+PRELOAD_ALWAYS = ("tender_pool.extract.runner",)
+
+
 def preload(path: str) -> None:
-    for mod in PRELOAD_BY_EXTENSION.get(os.path.splitext(path)[1].lower(), ()):
+    for mod in (*PRELOAD_ALWAYS, *PRELOAD_BY_EXTENSION.get(os.path.splitext(path)[1].lower(), ())):
         try:
             importlib.import_module(mod)
         except ImportError:
