@@ -10,7 +10,7 @@ stamp to settle.lua's), the extraction's own time = ``timings.extraction + timin
 job's metadata file (``jvm`` shown as well), and their difference, the pool's overhead. Where the
 metadata has them (this checkout), the pool's steps ``timings.pool_*`` are printed too (medians).
 
-``--base REV``: also run the daemon of git revision REV (exported from this repository into a temporary
+``--base REV`` (repeatable): also run the daemon of git revision REV (exported from this repository into a temporary
 directory and imported in place of this checkout's code, the same venv, jar and Redis), interleaved
 with this checkout round by round (``--rounds``), so the two are compared under the same load: a
 paired A/B. Each round starts a fresh daemon, warms it (``WARM`` jobs per format, JVM started), then
@@ -60,7 +60,7 @@ def export_base(rev: str, tmp: Path) -> Path:
     """``rev``'s packages under ``tmp/base/pkg/tender_pool`` (put first on PYTHONPATH: a regular
     package found before the editable install's finder)."""
     src = tmp / "base" / "src"
-    src.mkdir(parents=True)
+    src.mkdir(parents=True)  # tmp: one directory per revision
     arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, *PACKAGES], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=arch, check=True)
     pkg = tmp / "base" / "pkg" / "tender_pool"
@@ -85,11 +85,11 @@ class Daemon:
 
         self.c = Client.from_config(str(cfg))
         self.r = self.c.r
-        self.steps = pythonpath is None  # this checkout records the pool's steps; a base may not
+        self.steps = pythonpath is None  # this checkout records the pool's steps; a base may not (0.3 s)
         env = dict(os.environ, TENDER_POOL_JVM_DIR=str(REPO / "jvm" / "build"))
         if pythonpath is not None:
             env["PYTHONPATH"] = str(pythonpath)
-        self.log = open(tmp / "daemon.log", "ab")
+        self.log = open(tmp / f"daemon-{pythonpath.parent.parent.name if pythonpath else 'this'}.log", "ab")
         self.p = subprocess.Popen([str(REPO / ".venv" / "bin" / "tender-pool"), "run", "-c", str(cfg)],
                                   stdout=self.log, stderr=self.log, start_new_session=True, env=env)
 
@@ -110,7 +110,7 @@ class Daemon:
             raise SystemExit(f"job {jid} {job.state}: {job.error}")
         meta = json.loads(Path(job.result["metadata_path"]).read_text())
         end = time.monotonic() + 1.0
-        while self.steps and "pool_settle" not in meta["timings"] and time.monotonic() < end:
+        while "pool_settle" not in meta["timings"] and time.monotonic() < (end if self.steps else end - 0.7):
             time.sleep(0.002)  # the slot adds its steps to the file right after the settle
             meta = json.loads(Path(job.result["metadata_path"]).read_text())
         return {"claim_stored": int(f) - int(s), "timings": meta["timings"]}
@@ -135,7 +135,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=30, help="measured jobs per format and variant")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--base", help="a git revision to compare with, interleaved")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory (daemon logs)")
+    ap.add_argument("--base", action="append", default=[], help="a git revision to compare with, interleaved (repeatable)")
     a = ap.parse_args()
     from measure import start_redis
 
@@ -143,8 +144,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     rp, sock = start_redis(tmp)
     variants: dict[str, Path | None] = {}
-    if a.base:
-        variants[f"base {a.base}"] = export_base(a.base, tmp)
+    for rev in a.base:
+        variants[f"base {rev}"] = export_base(rev, tmp / rev)
     variants["this checkout"] = None
     res: dict[str, dict[str, list[dict]]] = {v: {f: [] for f in files} for v in variants}
     load0 = open("/proc/loadavg").read().split()[:3]
@@ -171,7 +172,10 @@ def main() -> None:
     finally:
         rp.terminate()
         rp.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if a.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     load1 = open("/proc/loadavg").read().split()[:3]
     print(f"files: {', '.join(Path(p).name + f' ({Path(p).stat().st_size} B)' for p in files.values())}")
     print(f"1 slot, warm JVM, {per_round * a.rounds} jobs per format and variant in {a.rounds} interleaved rounds; "

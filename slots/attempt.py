@@ -102,6 +102,12 @@ class Attempt:
         self.pending = (nxt, ran, steps.done())
         if not busy_next or self.aborting():
             self.flush_steps()
+            kind = self.kinds.get(nxt.job.kind)
+            if kind is not None and ran.launched and not self.aborting():
+                # Idle now: the next attempt's child is forked before the next claim. Not while a child
+                # runs (a busy slot): on 2 cores that fork and its copy-on-write faults slowed the running
+                # extraction more than they saved (bench/bench_doc_overhead.py: +7 ms a .doc).
+                kind.ready_next()
 
     def flush_steps(self) -> None:
         if self.pending is None:
@@ -244,8 +250,8 @@ class Steps:
     begins on the slot's monotonic clock, so they add up to the attempt's whole claim → stored (plus
     the settle reply's way back). ``take``: start stamp → the slot runs it (wall clock against Redis's;
     0 if the clocks disagree); ``prepare`` (the kind's launch, an input hash); ``spawn`` (fork or
-    posix_spawn); ``report`` (Busy to the supervisor, the previous job's steps written, log); then the
-    run, split at the child's own marks where the kind has them (parse_markdown: ``child_start``,
+    posix_spawn, or the order to a child forked ahead); ``report`` (Busy to the supervisor, the previous
+    job's steps written, log); then the run, split at the child's own marks where the kind has them (parse_markdown: ``child_start``,
     ``extract``, ``write``; clamped to the slot's timeline) and at the exit as the runner saw it
     (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for);
     ``conclude`` (the kind's reading of the output: decoding, the Markdown read back for the inline

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -127,6 +129,11 @@ class Kind(Protocol):
         """Keep the pool's step timings of a settled attempt with its result, where the kind has a place."""
         ...
 
+    def ready_next(self) -> None:
+        """The slot is idle after an attempt of this kind: get ready for the next one now (fork its
+        child ahead)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -168,6 +175,9 @@ class CommandKind:
 
     def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
         pass  # its result is the handler's object (CONTRACT): the steps are in the job_ran log line only
+
+    def ready_next(self) -> None:
+        pass  # posix_spawn'ed: ~1 ms, nothing to fork ahead
 
     def close(self) -> None:
         pass
@@ -223,6 +233,8 @@ class ExtractionKind:
         self.timeout = cfg.extract.timeout
         self.jvm = None  # extract.jvm.WarmJvm, started on the first legacy document
         self.jvm_docs = 0  # documents sent to the current JVM (counted here, in the slot)
+        self.spare: _Spare | None = None  # the next attempt's child, forked ahead (``ready_next``)
+        self.dropped: set[int] = set()  # stale spares told to exit, not reaped yet
 
     def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected:
         path = _input(job, self.cfg)
@@ -237,7 +249,22 @@ class ExtractionKind:
         preload(path)
         jvm = self._warm_jvm() if os.path.splitext(path)[1].lower() in JVM_EXTENSIONS else None
         timeout, heap = self.timeout, self.cfg.extract.jvm_heap
-        return Launch(env={}, call=lambda: extraction_child(path, out_dir, stem, timeout, heap, jvm), file=path)
+        call = lambda: extraction_child(path, out_dir, stem, timeout, heap, jvm)  # noqa: E731
+        spare = self._take_spare(jvm)
+        if spare is None:
+            return Launch(env={}, call=call, file=path)
+        order = _Order(path, out_dir, stem, jvm is not None)
+
+        def start(env: dict[str, str]) -> runner.Child:
+            order.env = env
+            try:
+                spare.order(_enc.encode(order))
+                return spare
+            except OSError:  # it died meanwhile (killed from outside): the job gets a fresh fork
+                spare.close_pipes()
+                return runner.fork_call(call, env)
+
+        return Launch(env={}, start=start, file=path)
 
     def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
         if self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
@@ -273,12 +300,52 @@ class ExtractionKind:
         self.jvm.ensure_started()
         return self.jvm
 
+    def ready_next(self) -> None:
+        """Fork the next attempt's child now (``runner.fork_spare``), unless one is waiting already."""
+        if self.spare is not None:
+            return
+        try:
+            child = runner.fork_spare(self._serve)
+        except OSError:  # out of processes or fds: the next attempt forks then, as without a spare
+            return
+        self.spare = _Spare(child, len(sys.modules), self.jvm.pid if self.jvm is not None else None)
+
+    def _take_spare(self, jvm) -> runner.Child | None:
+        """The waiting child, if it is still a copy of the slot as it is now: no module imported since
+        (a document of a format it had not preloaded), the same warm JVM (none started, killed or
+        recycled since) when this document needs one, and alive. A stale one is told to exit."""
+        sp, self.spare = self.spare, None
+        if sp is None:
+            return None
+        if (len(sys.modules) == sp.modules and (jvm is None or (jvm.pid is not None and jvm.pid == sp.jvm_pid))
+                and not _gone(sp.child.pid)):
+            return sp.child
+        sp.child.close_pipes()  # an empty order: it exits by itself, reaped later (``keep``), never waited for
+        self.dropped.add(sp.child.pid)
+        return None
+
+    def _serve(self, order: bytes) -> int:
+        """In the spare child, once its order came: the job's environment, then ``extraction_child``
+        with this copy's JVM (the slot's, as it was at the fork: checked by ``_take_spare``)."""
+        o = _order_dec.decode(order)
+        os.environ.update({k: v for k, v in o.env.items() if k != "TENDER_POOL_PROGRESS_FD"})
+        return extraction_child(o.path, o.out_dir, o.stem, self.timeout, self.cfg.extract.jvm_heap,
+                                self.jvm if o.jvm else None)
+
     def _files(self, job: JobRecord, attempt: int) -> tuple[str, str]:
         return os.path.join(self.cfg.pool.results_dir, result_dir_name(job.id)), f"attempt-{attempt}"
 
     def keep(self) -> set[int]:
-        pid = self.jvm.pid if self.jvm is not None else None
-        return {pid} if pid else set()
+        """The JVM, the spare, and dropped spares not yet exited (reaped here once they have: a spare
+        is never one of a job's leftovers)."""
+        for pid in list(self.dropped):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    self.dropped.discard(pid)
+            except ChildProcessError:
+                self.dropped.discard(pid)
+        pids = {self.jvm.pid if self.jvm is not None else None, self.spare.child.pid if self.spare else None}
+        return {p for p in pids if p} | self.dropped
 
     def groups(self) -> list[int]:
         return sorted(self.keep())
@@ -322,12 +389,53 @@ class ExtractionKind:
                 pass
 
     def close(self) -> None:
+        if self.spare is not None:  # first: it holds the JVM's pipes too
+            self.spare.child.close_pipes()
+            self.dropped.add(self.spare.child.pid)
+            self.spare = None
+        for pid in self.dropped:
+            groups.killpg(pid, signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.dropped.clear()
         if self.jvm is not None:
             self.jvm.close()
             self.jvm = None
 
 
 CHILD_STEPS = ("child_start", "extract", "write")  # what each of the child's marks ends
+
+
+@dataclass
+class _Spare:
+    """A forked child waiting for its order, and what the slot was when it was forked."""
+
+    child: runner.Child
+    modules: int  # len(sys.modules)
+    jvm_pid: int | None
+
+
+class _Order(msgspec.Struct):
+    path: str
+    out_dir: str
+    stem: str
+    jvm: bool
+    env: dict[str, str] = {}
+
+
+_order_dec = msgspec.json.Decoder(_Order)
+
+
+def _gone(pid: int) -> bool:
+    """Has our child ``pid`` exited? (Looked at, not reaped.)"""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 
 
 class _Marks(msgspec.Struct):
@@ -422,6 +530,9 @@ class FunctionKind:
 
     def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
         pass  # its result is the function's value (CONTRACT): the steps are in the job_ran log line only
+
+    def ready_next(self) -> None:
+        pass  # its children are the fork server's
 
     def close(self) -> None:
         self.server.stop()  # shared: the first kind's close stops it, the others find it stopped
