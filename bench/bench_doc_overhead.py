@@ -115,6 +115,20 @@ class Daemon:
             meta = json.loads(Path(job.result["metadata_path"]).read_text())
         return {"claim_stored": int(f) - int(s), "timings": meta["timings"]}
 
+    def spare_memory(self) -> tuple[int, int] | None:
+        """(PSS, USS) bytes of the slot's children other than its JVM (a spare child forked ahead), or None."""
+        import psutil
+
+        try:
+            slots = [c for c in psutil.Process(self.p.pid).children() if "slot" in " ".join(c.cmdline())]
+            kids = [k for s in slots for k in s.children() if "java" not in k.name()]
+            if not kids:
+                return None
+            mem = [k.memory_full_info() for k in kids]
+            return sum(m.pss for m in mem), sum(m.uss for m in mem)
+        except psutil.Error:
+            return None
+
     def stop(self) -> None:
         self.p.send_signal(signal.SIGTERM)
         try:
@@ -150,6 +164,7 @@ def main() -> None:
     res: dict[str, dict[str, list[dict]]] = {v: {f: [] for f in files} for v in variants}
     load0 = open("/proc/loadavg").read().split()[:3]
     per_round = max(1, a.n // a.rounds)
+    spare_mem: dict[str, list[tuple[int, int]]] = {}
     try:
         cfg = config(tmp / "pool.toml", sock, tmp)
         for rnd in range(a.rounds):
@@ -164,6 +179,10 @@ def main() -> None:
                     for f, path in files.items():
                         for i in range(WARM):
                             d.one(f"warm{i}", path)
+                    time.sleep(0.2)
+                    mem = d.spare_memory()
+                    if mem is not None:
+                        spare_mem.setdefault(v, []).append(mem)
                     for i in range(per_round):
                         for f, path in files.items():
                             res[v][f].append(d.one(f"u{i % 3}", path))
@@ -180,6 +199,9 @@ def main() -> None:
     print(f"files: {', '.join(Path(p).name + f' ({Path(p).stat().st_size} B)' for p in files.values())}")
     print(f"1 slot, warm JVM, {per_round * a.rounds} jobs per format and variant in {a.rounds} interleaved rounds; "
           f"ms, median (min–max); loadavg before {' '.join(load0)}, after {' '.join(load1)}")
+    for v, mems in spare_mem.items():
+        print(f"{v}: the idle slot's spare child: PSS {max(m[0] for m in mems) / 2**20:.2f} MiB, "
+              f"USS {max(m[1] for m in mems) / 2**20:.2f} MiB (max of {len(mems)} rounds)")
     for f in files:
         print(f"\n.{f}")
         steps = sorted({k for v in variants for r in res[v][f] for k in r["timings"] if k.startswith("pool_")},

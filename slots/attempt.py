@@ -94,7 +94,9 @@ class Attempt:
         go to its kind's ``record_steps``; with ``busy_next`` (the settle started the next job, which
         will run) that is done once the next attempt's child is running (``flush_steps``), off both
         jobs' way from start to settle; otherwise at once."""
-        if self.last is None:
+        if self.last is None:  # settled without running (decided at its start)
+            if not busy_next:
+                self.flush_steps()
             return
         nxt, ran, steps = self.last
         self.last = None
@@ -251,8 +253,10 @@ class Steps:
     the settle reply's way back). ``take``: start stamp → the slot runs it (wall clock against Redis's;
     0 if the clocks disagree); ``prepare`` (the kind's launch, an input hash); ``spawn`` (fork or
     posix_spawn, or the order to a child forked ahead); ``report`` (Busy to the supervisor, the previous
-    job's steps written, log); then the run, split at the child's own marks where the kind has them (parse_markdown: ``child_start``,
-    ``extract``, ``write``; clamped to the slot's timeline) and at the exit as the runner saw it
+    job's steps written, log); then the run, split at the child's own marks where the kind has them
+    (parse_markdown: ``child_start``, ``extract``, ``write``; clamped to the slot's timeline: the child
+    runs beside the slot, so a step is the part of the slot's wait it ended) and at the exit as the
+    runner saw it
     (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for);
     ``conclude`` (the kind's reading of the output: decoding, the Markdown read back for the inline
     copy; an input re-hash); ``orphans`` (reap_orphans); ``log``; ``settle`` (``Attempt.settled``)."""
