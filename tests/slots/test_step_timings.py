@@ -110,3 +110,29 @@ def test_a_run_stopped_before_its_exit_is_one_run_step():
     s.child([], exited_at=None)
     steps = s.done()
     assert list(steps) == ["take", "run"] and steps["take"] >= 0.049, steps
+
+
+def test_a_settle_without_a_run_still_records_the_previous_attempts_steps():
+    # Given an attempt whose steps wait for the next child (its settle started the next job), and
+    # that next job is settled without running (decided at its start), the slot then idle
+    from types import SimpleNamespace
+
+    from tender_pool.slots.attempt import Attempt, Ran
+    from tender_pool.store.handler_io import Outcome
+
+    recorded = []
+
+    class Kind:
+        def record_steps(self, job, attempt, outcome, steps):
+            recorded.append((job.id, steps))
+
+        def ready_next(self):
+            pass
+
+    a = Attempt.__new__(Attempt)  # only what ``settled`` reads
+    a.kinds, a.aborting, a.last = {"k": Kind()}, (lambda: False), None
+    nxt = SimpleNamespace(job=SimpleNamespace(kind="k", id="j1"), started=SimpleNamespace(attempt=1))
+    a.pending = (nxt, Ran(Outcome("completed"), launched=True), {"take": 0.001, "settle": 0.002})
+    a.settled(busy_next=False)
+    # Then the waiting steps are recorded now, not left for a next run that may never come
+    assert recorded == [("j1", {"take": 0.001, "settle": 0.002})] and a.pending is None
