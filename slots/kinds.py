@@ -13,6 +13,8 @@ an ``Outcome`` from the ``RunResult``. Per-kind state lives here, in the slot pr
   preloading of the format's reader. Nothing of the document is read in the slot: the reader
   to preload and whether the JVM is needed are guessed from the file name's extension; the
   format is sniffed in the job's child, under the job's timeout (a zip bomb inflates there).
+  An idle slot forks its next child ahead (``ready_next``: a spare waiting for its order), so a
+  document arriving at an idle slot does not wait for the fork.
 - ``FunctionKind``: a configured function handler, imported once in the slot, called in a forked
   copy of the slot per attempt (``functions.py``).
 
