@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import msgspec
 
@@ -29,7 +30,7 @@ class JobOutput(msgspec.Struct):
     format: str
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def atomic_write(path: str, data: bytes) -> None:
     d = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
     try:
@@ -53,12 +54,18 @@ def metadata_of(x: Extraction) -> dict:
 
 
 def run_job(path: str, out_dir: str, stem: str, *, timeout: float | None, jvm_heap: str = "512m",
-            jvm=None) -> JobOutput:
+            jvm=None, marks: list[float] | None = None) -> JobOutput:
+    """Extract ``path`` and write its two files. ``marks``: gets the monotonic times at which the
+    extraction returned and the files were written (the slot's step timings, ``slots/attempt.py``)."""
     x = extract(path, timeout=timeout, jvm_heap=jvm_heap, jvm=jvm)
+    if marks is not None:
+        marks.append(time.monotonic())
     os.makedirs(out_dir, exist_ok=True)
     md_path = os.path.join(out_dir, f"{stem}.md")
     meta_path = os.path.join(out_dir, f"{stem}.json")
-    _atomic_write(md_path, x.markdown.encode("utf-8"))
-    _atomic_write(meta_path, _enc.encode(metadata_of(x)))
+    atomic_write(md_path, x.markdown.encode("utf-8"))
+    atomic_write(meta_path, _enc.encode(metadata_of(x)))
+    if marks is not None:
+        marks.append(time.monotonic())
     return JobOutput(markdown_path=os.path.abspath(md_path), metadata_path=os.path.abspath(meta_path),
                      pages=x.pages, format=x.format)

@@ -48,6 +48,7 @@ class Ran(msgspec.Struct, frozen=True):
     input_hash: str | None = None
     progress_events: int = 0
     progress_dropped: int = 0
+    steps: dict[str, float] = {}  # the pool's steps up to the settle, seconds (``Steps``)
 
 
 class Attempt:
@@ -76,9 +77,54 @@ class Attempt:
         self.child_pid = 0  # the running attempt's process (= its group), for the parent-death handler
         self.spawning = False  # between the spawn and child_pid: a parent death waits for the pid
         self.unsettled = False  # an attempt's handler has exited and its settle has not returned yet
+        self.last: tuple[Next, Ran, Steps] | None = None  # the attempt run last, until ``settled``
+        self.pending: tuple[Next, Ran, dict[str, float]] | None = None  # its steps, to record (``flush_steps``)
 
     def run(self, nxt: Next) -> Ran:
         """Run one attempt in its own process group; never raises for the job's own failures."""
+        steps = Steps(nxt.started.started_ms)
+        self.last = None
+        ran = self._run(nxt, steps)
+        self.flush_steps()  # not done yet if this attempt started no process
+        self.last = (nxt, ran, steps)
+        return ran
+
+    def settled(self, busy_next: bool) -> None:
+        """The slot has settled the attempt ``run`` returned last: its steps end here (``settle``) and
+        go to its kind's ``record_steps``; with ``busy_next`` (the settle started the next job, which
+        will run) that is done once the next attempt's child is running (``flush_steps``), off both
+        jobs' way from start to settle; otherwise at once."""
+        if self.last is None:  # settled without running (decided at its start)
+            if not busy_next:
+                self.flush_steps()
+            return
+        nxt, ran, steps = self.last
+        self.last = None
+        steps.mark("settle")
+        self.pending = (nxt, ran, steps.done())
+        if not busy_next or self.aborting():
+            self.flush_steps()
+            kind = self.kinds.get(nxt.job.kind)
+            if kind is not None and ran.launched and not self.aborting():
+                # Idle now: the next attempt's child is forked before the next claim. Not while a child
+                # runs (a busy slot): on 2 cores that fork and its copy-on-write faults slowed the running
+                # extraction more than they saved (bench/bench_doc_overhead.py: +7 ms a .doc).
+                kind.ready_next()
+
+    def flush_steps(self) -> None:
+        if self.pending is None:
+            return
+        nxt, ran, steps = self.pending
+        self.pending = None
+        kind = self.kinds.get(nxt.job.kind)
+        if kind is None or not ran.launched:
+            return
+        try:
+            kind.record_steps(nxt.job, nxt.started.attempt, ran.outcome, steps)
+        except Exception:  # noqa: BLE001 - a diagnosis: never the job's or the slot's failure
+            self.log.exception("record_steps_failed", job_id=nxt.job.id)
+
+    def _run(self, nxt: Next, steps: "Steps") -> Ran:
         job, st = nxt.job, nxt.started
         log = self.log.bind(job_id=job.id, kind=job.kind, user=job.user, attempt=st.attempt)
         kind = self.kinds.get(job.kind)
@@ -101,6 +147,7 @@ class Attempt:
                 log.warning("input_changing", file=launch.file, message=str(e))
                 changing = kinds.Rejected(JobError(ErrorKind.HANDLER_FAILED.value, str(e)), final=False)
                 return Ran(changing.outcome(), launched=False)
+        steps.mark("prepare")
         busy = Busy(job.id, job.kind, job.user, launch.file, st.token, st.attempt, int(time.time() * 1000))
         self.title(f"busy {job.kind} job={job.id} user={job.user}")
         env = {"TENDER_POOL_JOB_ID": job.id, "TENDER_POOL_ATTEMPT": st.token, "TENDER_POOL_OWNER": self.marker}
@@ -117,11 +164,14 @@ class Attempt:
             busy.child_pid = self.child_pid = proc.pid
         finally:
             self.spawning = False
+        steps.mark("spawn")
         if self.orphaned():
             self.on_orphaned()  # the supervisor died while we spawned: kill the new child, exit
         self.reporter.send(busy)  # one write: with the previous job's held Finished, if any
+        self.flush_steps()  # the previous job's step timings, written while this one's child runs
         log.info("job_started", pid=proc.pid)
         progress = ProgressFeed(lambda ev: self._send_progress(job, st.token, ev))
+        steps.mark("report")
         res = self.runner.run(
             proc,
             launch.stdin,
@@ -135,9 +185,11 @@ class Attempt:
         )
         self.unsettled = True  # from here a parent death settles this attempt before the slot exits
         self.child_pid = 0
+        steps.child(kind.child_steps(res), res.exited_at)
         if self.aborting() and res.stopped is None and res.returncode != 0:
             res.stopped = Stop.ABORT  # the supervisor stopped it (fence) while we were not looking: not a try
         outcome = kind.conclude(job, st.attempt, res)
+        steps.mark("conclude")
         if recorded is not None and outcome.status != Status.INTERRUPTED and not _cancelled(outcome):
             changed = recorded.changed(each_chunk=self.beat)
             if changed:  # the result may be of either content: never stored under the hash
@@ -147,6 +199,7 @@ class Attempt:
                                   signals=outcome.signals)
         keep = set().union(*(k.keep() for k in self.kinds.values()))
         leftovers = self.reap_orphans(keep=keep)
+        steps.mark("orphans")
         log.info(
             "job_ran",
             returncode=res.returncode,
@@ -157,9 +210,11 @@ class Attempt:
             seconds=round(time.monotonic() - t0, 4),
             outcome=outcome.status,
             error_kind=outcome.error.kind if outcome.error else None,
+            steps_ms=steps.ms(),
         )
+        steps.mark("log")
         return Ran(outcome, True, recorded.hash if recorded is not None else None,
-                   progress_events=progress.events, progress_dropped=progress.dropped)
+                   progress_events=progress.events, progress_dropped=progress.dropped, steps=steps.done())
 
     def _send_progress(self, job: JobRecord, token: str, event: dict) -> bool:
         """progress.lua on the FastLane; a Redis error drops the event (counted), never the job."""
@@ -189,6 +244,54 @@ class Attempt:
         except redis.RedisError as e:
             self.on_error(e)
             return None
+
+
+class Steps:
+    """The pool's own time around one attempt: consecutive steps, in seconds, from the job's start
+    stamp (take.lua's Redis TIME, ``started_ms``) to the settle's reply, each ending where the next
+    begins on the slot's monotonic clock, so they add up to the attempt's whole claim → stored (plus
+    the settle reply's way back). ``take``: start stamp → the slot runs it (wall clock against Redis's;
+    0 if the clocks disagree); ``prepare`` (the kind's launch, an input hash); ``spawn`` (fork or
+    posix_spawn, or the order to a child forked ahead); ``report`` (Busy to the supervisor, the previous
+    job's steps written, log); then the run, split at the child's own marks where the kind has them
+    (parse_markdown: ``child_start``, ``extract``, ``write``; clamped to the slot's timeline: the child
+    runs beside the slot, so a step is the part of the slot's wait it ended) and at the exit as the
+    runner saw it (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for);
+    ``conclude`` (the kind's reading of the output: decoding, the Markdown read back for the inline
+    copy; an input re-hash); ``orphans`` (reap_orphans); ``log``; ``settle`` (``Attempt.settled``)."""
+
+    def __init__(self, started_ms: int):
+        self.last = time.monotonic()
+        self.steps: dict[str, float] = {}
+        if started_ms > 0:
+            self.steps["take"] = max(0.0, time.time() - started_ms / 1000)
+
+    def mark(self, name: str) -> None:
+        """Step ``name`` ends now."""
+        now = time.monotonic()
+        self.steps[name] = self.steps.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def child(self, marks: list[tuple[str, float]], exited_at: float | None) -> None:
+        """The run (the last mark → now), split at the child's marks and at its exit."""
+        end = time.monotonic()
+        t = self.last
+        for name, at in marks:
+            at = min(max(at, t), end)
+            self.steps[name] = at - t
+            t = at
+        if exited_at is not None:
+            at = min(max(exited_at, t), end)
+            self.steps["exit" if marks else "run"] = at - t
+            t = at
+        self.steps["reap" if exited_at is not None else "run"] = end - t
+        self.last = end
+
+    def done(self) -> dict[str, float]:
+        return dict(self.steps)
+
+    def ms(self) -> dict[str, float]:
+        return {k: round(v * 1000, 2) for k, v in self.steps.items()}
 
 
 def _cancelled(outcome: Outcome) -> bool:

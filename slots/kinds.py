@@ -13,6 +13,8 @@ an ``Outcome`` from the ``RunResult``. Per-kind state lives here, in the slot pr
   preloading of the format's reader. Nothing of the document is read in the slot: the reader
   to preload and whether the JVM is needed are guessed from the file name's extension; the
   format is sniffed in the job's child, under the job's timeout (a zip bomb inflates there).
+  An idle slot forks its next child ahead (``ready_next``: a spare waiting for its order), so a
+  document arriving at an idle slot does not wait for the fork.
 - ``FunctionKind``: a configured function handler, imported once in the slot, called in a forked
   copy of the slot per attempt (``functions.py``).
 
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -119,6 +123,19 @@ class Kind(Protocol):
         """Undo what a fenced attempt left (its job belongs to a newer attempt)."""
         ...
 
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        """The attempt's child's own steps, in order: (name, monotonic time it ended); [] if unknown."""
+        ...
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        """Keep the pool's step timings of a settled attempt with its result, where the kind has a place."""
+        ...
+
+    def ready_next(self) -> None:
+        """The slot is idle after an attempt of this kind: get ready for the next one now (fork its
+        child ahead)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -155,6 +172,15 @@ class CommandKind:
     def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
         pass  # a command's side effects are its own
 
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        return []
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        pass  # its result is the handler's object (CONTRACT): the steps are in the job_ran log line only
+
+    def ready_next(self) -> None:
+        pass  # posix_spawn'ed: ~1 ms, nothing to fork ahead
+
     def close(self) -> None:
         pass
 
@@ -179,8 +205,14 @@ PRELOAD_BY_EXTENSION: dict[str, tuple[str, ...]] = {
 JVM_EXTENSIONS = frozenset({".doc", ".dot", ".xls", ".xlt"})  # legacy OLE2 formats: POI in the warm JVM
 
 
+# What every job's child runs whatever the format: the extraction's entry point, its rendering and page
+# estimate. Left to the child, each child imported them anew (the slot never did): 40-100 ms a
+# document, most of the pool's time around a small .doc (bench/bench_doc_overhead.py).
+PRELOAD_ALWAYS = ("tender_pool.extract.runner",)
+
+
 def preload(path: str) -> None:
-    for mod in PRELOAD_BY_EXTENSION.get(os.path.splitext(path)[1].lower(), ()):
+    for mod in (*PRELOAD_ALWAYS, *PRELOAD_BY_EXTENSION.get(os.path.splitext(path)[1].lower(), ())):
         try:
             importlib.import_module(mod)
         except ImportError:
@@ -203,6 +235,8 @@ class ExtractionKind:
         self.timeout = cfg.extract.timeout
         self.jvm = None  # extract.jvm.WarmJvm, started on the first legacy document
         self.jvm_docs = 0  # documents sent to the current JVM (counted here, in the slot)
+        self.spare: _Spare | None = None  # the next attempt's child, forked ahead (``ready_next``)
+        self.dropped: set[int] = set()  # stale spares told to exit, not reaped yet
 
     def prepare(self, job: JobRecord, attempt: int) -> Launch | Rejected:
         path = _input(job, self.cfg)
@@ -217,7 +251,22 @@ class ExtractionKind:
         preload(path)
         jvm = self._warm_jvm() if os.path.splitext(path)[1].lower() in JVM_EXTENSIONS else None
         timeout, heap = self.timeout, self.cfg.extract.jvm_heap
-        return Launch(env={}, call=lambda: extraction_child(path, out_dir, stem, timeout, heap, jvm), file=path)
+        call = lambda: extraction_child(path, out_dir, stem, timeout, heap, jvm)  # noqa: E731
+        spare = self._take_spare(jvm)
+        if spare is None:
+            return Launch(env={}, call=call, file=path)
+        order = _Order(path, out_dir, stem, jvm is not None)
+
+        def start(env: dict[str, str]) -> runner.Child:
+            order.env = env
+            try:
+                spare.order(_enc.encode(order))
+                return spare
+            except OSError:  # it died meanwhile (killed from outside): the job gets a fresh fork
+                spare.close_pipes()
+                return runner.fork_call(call, env)
+
+        return Launch(env={}, start=start, file=path)
 
     def conclude(self, job: JobRecord, attempt: int, res: RunResult) -> Outcome:
         if self.jvm is not None and (res.stopped or res.returncode not in (0, 3)):
@@ -253,15 +302,84 @@ class ExtractionKind:
         self.jvm.ensure_started()
         return self.jvm
 
+    def ready_next(self) -> None:
+        """Fork the next attempt's child now (``runner.fork_spare``), unless one is waiting already."""
+        if self.spare is not None:
+            return
+        try:
+            child = runner.fork_spare(self._serve)
+        except OSError:  # out of processes or fds: the next attempt forks then, as without a spare
+            return
+        self.spare = _Spare(child, len(sys.modules), self.jvm.pid if self.jvm is not None else None)
+
+    def _take_spare(self, jvm) -> runner.Child | None:
+        """The waiting child, if it is still a copy of the slot as it is now: no module imported since
+        (a document of a format it had not preloaded), the same warm JVM (none started, killed or
+        recycled since) when this document needs one, and alive. A stale one is told to exit."""
+        sp, self.spare = self.spare, None
+        if sp is None:
+            return None
+        if (len(sys.modules) == sp.modules and (jvm is None or (jvm.pid is not None and jvm.pid == sp.jvm_pid))
+                and not _gone(sp.child.pid)):
+            return sp.child
+        sp.child.close_pipes()  # an empty order: it exits by itself, reaped later (``keep``), never waited for
+        self.dropped.add(sp.child.pid)
+        return None
+
+    def _serve(self, order: bytes) -> int:
+        """In the spare child, once its order came: the job's environment, then ``extraction_child``
+        with this copy's JVM (the slot's, as it was at the fork: checked by ``_take_spare``)."""
+        o = _order_dec.decode(order)
+        os.environ.update({k: v for k, v in o.env.items() if k != "TENDER_POOL_PROGRESS_FD"})
+        return extraction_child(o.path, o.out_dir, o.stem, self.timeout, self.cfg.extract.jvm_heap,
+                                self.jvm if o.jvm else None)
+
     def _files(self, job: JobRecord, attempt: int) -> tuple[str, str]:
         return os.path.join(self.cfg.pool.results_dir, result_dir_name(job.id)), f"attempt-{attempt}"
 
     def keep(self) -> set[int]:
-        pid = self.jvm.pid if self.jvm is not None else None
-        return {pid} if pid else set()
+        """The JVM, the spare, and dropped spares not yet exited (reaped here once they have: a spare
+        is never one of a job's leftovers)."""
+        for pid in list(self.dropped):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    self.dropped.discard(pid)
+            except ChildProcessError:
+                self.dropped.discard(pid)
+        pids = {self.jvm.pid if self.jvm is not None else None, self.spare.child.pid if self.spare else None}
+        return {p for p in pids if p} | self.dropped
 
     def groups(self) -> list[int]:
         return sorted(self.keep())
+
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        """The child's marks (``extraction_child``): its start, the extraction's end, the files written."""
+        if res.returncode != 0 or not res.stdout:
+            return []
+        try:
+            marks = _marks_dec.decode(res.stdout).child_marks
+        except msgspec.DecodeError:
+            return []
+        return list(zip(CHILD_STEPS, marks))
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        """A completed attempt's steps go into its metadata file's ``timings`` (``pool_<step>``, seconds
+        like the extraction's own), rewritten whole under a new name and renamed over it: a reader sees
+        the file with or without them, never half of it. A file that is gone (discarded) stays gone."""
+        if outcome.status != Status.COMPLETED or not steps:
+            return
+        path = (outcome.result or {}).get("metadata_path")
+        if not isinstance(path, str):
+            return
+        from tender_pool.extract.runner import atomic_write
+
+        try:
+            with open(path, "rb") as f:
+                meta = msgspec.json.decode(f.read())
+            meta.setdefault("timings", {}).update({f"pool_{k}": round(v, 5) for k, v in steps.items()})
+            atomic_write(path, _enc.encode(meta))
+        except (OSError, msgspec.DecodeError, AttributeError):
+            pass  # the timings are a diagnosis: a result never fails for want of them
 
     def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
         """A fenced attempt's files are deleted, never published (README, "Never twice at once")."""
@@ -273,13 +391,66 @@ class ExtractionKind:
                 pass
 
     def close(self) -> None:
+        if self.spare is not None:  # first: it holds the JVM's pipes too
+            self.spare.child.close_pipes()
+            self.dropped.add(self.spare.child.pid)
+            self.spare = None
+        for pid in self.dropped:
+            groups.killpg(pid, signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.dropped.clear()
         if self.jvm is not None:
             self.jvm.close()
             self.jvm = None
 
 
+CHILD_STEPS = ("child_start", "extract", "write")  # what each of the child's marks ends
+
+
+@dataclass
+class _Spare:
+    """A forked child waiting for its order, and what the slot was when it was forked."""
+
+    child: runner.Child
+    modules: int  # len(sys.modules)
+    jvm_pid: int | None
+
+
+class _Order(msgspec.Struct):
+    path: str
+    out_dir: str
+    stem: str
+    jvm: bool
+    env: dict[str, str] = {}
+
+
+_order_dec = msgspec.json.Decoder(_Order)
+
+
+def _gone(pid: int) -> bool:
+    """Has our child ``pid`` exited? (Looked at, not reaped.)"""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+
+
+class _Marks(msgspec.Struct):
+    child_marks: list[float] = []
+
+
+_marks_dec = msgspec.json.Decoder(_Marks)
+
+
 def _job_output(value: dict) -> dict:
-    """parse_markdown stores the child's ``JobOutput`` object itself as the result (CONTRACT)."""
+    """parse_markdown stores the child's ``JobOutput`` object itself as the result (CONTRACT), without
+    the child's step marks (read by ``child_steps``)."""
+    value.pop("child_marks", None)
     return value
 
 
@@ -287,12 +458,14 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
     """Runs in the job's forked child: extract, write the files, speak the handler protocol on stdout
     (exit 0 + the ``JobOutput`` object, or exit 3 + {"error": …}), so one code path reads both kinds."""
     import sys
+    import time
 
     from tender_pool.extract.errors import ExtractError
     from tender_pool.extract.runner import run_job
 
+    marks = [time.monotonic()]  # then the extraction's end and the files' (the slot's step timings)
     try:
-        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm)
+        out = run_job(path, out_dir, stem, timeout=timeout, jvm_heap=heap, jvm=jvm, marks=marks)
     except ExtractError as e:
         sys.stdout.buffer.write(_enc.encode(e.to_dict()))
         return 3
@@ -302,7 +475,7 @@ def extraction_child(path: str, out_dir: str, stem: str, timeout: float, heap: s
         msg = f"writing the result: {e.strerror}: {e.filename}"  # conclude() makes it a retried failure
         sys.stdout.buffer.write(_enc.encode({"error": {"kind": ErrorKind.STORAGE.value, "message": msg}}))
         return 3
-    sys.stdout.buffer.write(_enc.encode(out))
+    sys.stdout.buffer.write(_enc.encode({**msgspec.structs.asdict(out), "child_marks": marks}))
     return 0
 
 
@@ -353,6 +526,15 @@ class FunctionKind:
 
     def discard(self, job: JobRecord, attempt: int, outcome: Outcome) -> None:
         pass  # a function's side effects are its own: it asks ctx.owns() before committing them
+
+    def child_steps(self, res: RunResult) -> list[tuple[str, float]]:
+        return []
+
+    def record_steps(self, job: JobRecord, attempt: int, outcome: Outcome, steps: dict[str, float]) -> None:
+        pass  # its result is the function's value (CONTRACT): the steps are in the job_ran log line only
+
+    def ready_next(self) -> None:
+        pass  # its children are the fork server's
 
     def close(self) -> None:
         self.server.stop()  # shared: the first kind's close stops it, the others find it stopped

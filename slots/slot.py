@@ -127,7 +127,9 @@ class Slot:
         try:
             ran = self.attempt.run(nxt)
             faults.checkpoint("before_ack")
-            return self.settle.settle(nxt, ran, take_next=self._may_take())
+            following = self.settle.settle(nxt, ran, take_next=self._may_take())
+            self.attempt.settled(busy_next=following is not None)  # the attempt's step timings end here
+            return following
         except BaseException:
             self.lock.drop(nxt.job.id)
             raise
