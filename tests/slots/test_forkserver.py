@@ -115,9 +115,12 @@ def test_a_server_that_dies_once_the_start_is_sent_is_replaced_and_the_start_sen
     send = forkserver._send
 
     def send_then_die(sock, body, fds=None):
-        send(sock, body, fds)
-        if fds and victims:
-            os.kill(victims.pop(), signal.SIGKILL)
+        if not (fds and victims):
+            return send(sock, body, fds)
+        victim = victims.pop()
+        os.kill(victim, signal.SIGSTOP)  # it never reads the Start: dead before it could answer,
+        send(sock, body, fds)  # however the two are scheduled
+        os.kill(victim, signal.SIGKILL)
 
     monkeypatch.setattr(forkserver, "_send", send_then_die)
     res = attempt(s, "light")
@@ -150,7 +153,7 @@ def test_the_child_encodes_as_msgspec_does_importing_it_only_for_what_json_canno
     assert encode_json(plain) == msgspec.json.encode(plain) or msgspec.json.decode(encode_json(plain)) == plain
     for value in (math.nan, math.inf, datetime.date(2024, 5, 1), uuid.UUID(int=7), (1, 2), {1: "a"}):
         assert encode_json({"value": value}) == msgspec.json.encode({"value": value})
-    for bad in (object(), {"x": {1, 2}}):
+    for bad in (object(), {"x": 1j}):
         with pytest.raises(TypeError):
             encode_json(bad)
     cycle: list = []
