@@ -455,23 +455,26 @@ def serve(slot_pid: int) -> None:
     os.set_inheritable(SERVER_FD, False)
     reader = _Reader(sock)
     loaded: dict[str, Loaded] = {}
+    children: list[int] = []  # forked, not yet reaped
     config = b""
     env = _Env(ctypes.CDLL(None).putenv)
     while True:
         try:
             reader.fill(None)
         except (ServerGone, OSError):
-            _reap()  # the last attempt's zombie: never left to the slot's leftover sweep
+            _reap(children)  # the last attempt's zombie: never left to the slot's leftover sweep
             os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
         while (msg := reader.frame()) is not None:
             what = msg[0]
             if what == "start":
-                _reap()  # the last attempt's zombie: the slot has read its status (ServedChild)
+                _reap(children)  # the last attempt's zombie: the slot has read its status (ServedChild)
                 fds, reader.fds = reader.fds[:2], reader.fds[2:]
                 fn = loaded.get(msg[1])
                 pid = _fork(fn, config, msg[2], msg[3], fds, env) if fn is not None and len(fds) == 2 else 0
                 for f in fds:
                     os.close(f)
+                if pid:
+                    children.append(pid)
                 sock.sendall(_frame(("started", pid, "" if pid else "fork failed, or not loaded")))
             elif what == "load":
                 problem = _load(msg[1], msg[2], msg[3], msg[4], loaded)
@@ -501,16 +504,19 @@ def _warm() -> None:
 WARM_RUNS = 100
 
 
-def _reap() -> None:
-    """Reap every exited child. Not when it exits: its zombie holds its pid and its exit status
+def _reap(children: list[int]) -> None:
+    """Reap the attempts' children that exited (all of them, at a ``Start``: the slot sends one only
+    once the last attempt is over). Not when one exits: its zombie holds its pid and its exit status
     (``/proc/<pid>/stat``) for the slot, which reads it there (``ServedChild``) without waiting
-    for a message from us, and before the next ``Start`` from that slot."""
-    while True:
+    for a message from us, and before the next ``Start`` from that slot. By pid, not
+    ``waitpid(-1)`` until ``ChildProcessError``: one system call an attempt, and no exception."""
+    for pid in list(children):
         try:
-            if not os.waitpid(-1, os.WNOHANG)[0]:
-                return
+            if not os.waitpid(pid, os.WNOHANG)[0]:
+                continue  # still running
         except ChildProcessError:
-            return
+            pass
+        children.remove(pid)
 
 
 class _Env:
@@ -529,29 +535,36 @@ class _Env:
     ROOM = 128  # bytes of a value before its buffer must grow: a job id and a token fit many times
 
     def __init__(self, putenv: Any):
-        self.putenv = putenv
-        self.bufs: dict[bytes, Any] = {}
-
-    def set(self, env: dict[str, str]) -> None:
         import ctypes
 
-        data = os.environ._data  # type: ignore[attr-defined]
-        for key in [k for k in self.bufs if os.fsdecode(k) not in env]:
+        self.putenv, self.memmove, self.buffer = putenv, ctypes.memmove, ctypes.create_string_buffer
+        self.bufs: dict[str, tuple[bytes, Any]] = {}  # name → (its bytes, its buffer)
+
+    def set(self, env: dict[str, str]) -> None:
+        # os.fsencode's encoding, spelled out: the same bytes, without its Python frames in a loop
+        # that runs before every fork (each page it writes is faulted again after the fork)
+        data, bufs, fs, errors = os.environ._data, self.bufs, _FS_ENCODING, _FS_ERRORS  # type: ignore[attr-defined]
+        for name in [n for n in bufs if n not in env]:
+            key = bufs.pop(name)[0]
             os.unsetenv(key)
             data.pop(key, None)
-            del self.bufs[key]
         for name, value in env.items():
-            key, val = os.fsencode(name), os.fsencode(value)
+            val = value.encode(fs, errors)
+            got = bufs.get(name)
+            if got is not None and data.get(got[0]) == val:
+                continue  # as it is
+            key = got[0] if got is not None else name.encode(fs, errors)
             line = key + b"=" + val + b"\0"
-            buf = self.bufs.get(key)
-            if buf is not None and len(line) <= len(buf):
-                if data.get(key) != val:
-                    ctypes.memmove(buf, line, len(line))
+            if got is not None and len(line) <= len(got[1]):
+                self.memmove(got[1], line, len(line))
             else:
-                buf = ctypes.create_string_buffer(line, len(line) + self.ROOM)
+                buf = self.buffer(line, len(line) + self.ROOM)
                 self.putenv(buf)  # environ now points at it; the old buffer is no longer used
-                self.bufs[key] = buf
+                bufs[name] = (key, buf)
             data[key] = val
+
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 def _load(name: str, function: str, after_fork: str | None, path: list[str], loaded: dict[str, Loaded]) -> str | None:
