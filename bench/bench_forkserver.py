@@ -34,7 +34,13 @@ def _cpu(who: int) -> float:
     return r.ru_utime + r.ru_stime
 
 
-def served_driver(n: int) -> None:
+def _faults(pid: int) -> tuple[int, int]:
+    """(minflt, cminflt) of a process: its own page faults, and its reaped children's."""
+    f = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    return int(f[7]), int(f[8])
+
+
+def served_driver(n: int, report: bool) -> None:
     import msgspec
 
     from tender_pool.slots import runner
@@ -46,12 +52,19 @@ def served_driver(n: int) -> None:
     job = JobRecord(**dict(req, id="j", kind="noop", user="u", payload={}))
     server = ForkServer(msgspec.json.encode(Config()), -1)
     assert server.load("noop", "jobs_fn:noop", None, [PEERS]) is None
+    f0 = (0, 0)
     for i in range(n):
+        if i == 50:  # warmed up: the faults of the steady state
+            f0 = _faults(server.pid)
         token = f"{i}.tok"
         proc = server.launch("noop", job, {"TENDER_POOL_ATTEMPT": token})
         res = runner.run(proc, b"", deadline=time.monotonic() + 30, kill_grace=1.0,
                          marker=("TENDER_POOL_ATTEMPT", token), tick=lambda: None)
         assert res.returncode == 0 and res.stdout == b'{"value":{}}', res
+    f1 = _faults(server.pid)
+    if report and n > 50:
+        print(f"        page faults an attempt (one driver): server {(f1[0] - f0[0]) / (n - 50):.0f}, "
+              f"child {(f1[1] - f0[1]) / (n - 50):.0f}", flush=True)
     server.stop()
 
 
@@ -77,12 +90,12 @@ def measure(mode: str, n: int) -> tuple[float, float]:
     """(attempts/s, CPU ms per attempt of the whole tree), the tree run in children of ours."""
     c0, t0 = _cpu(resource.RUSAGE_CHILDREN), time.monotonic()
     pids = []
-    for _ in range(SLOTS if mode == "served" else 1):
+    for k in range(SLOTS if mode == "served" else 1):
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                served_driver(n // SLOTS) if mode == "served" else bare(n)
+                served_driver(n // SLOTS, k == 0) if mode == "served" else bare(n)
             except BaseException:  # noqa: BLE001
                 import traceback
 

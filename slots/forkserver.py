@@ -5,19 +5,21 @@ Why a process of its own: a fork costs in proportion to the forking process's re
 (page tables copied in the parent, copy-on-write faults and the teardown in the child). A slot is a
 fork of the supervisor — redis-py, structlog, psutil, the config, the queue — about 40 MB, and
 forking it cost ~5 ms of CPU per no-op job. The fork server is a fresh interpreter (``posix_spawn``
-of ``sys.executable``) that imports only msgspec, the shared types, ``tender_pool.store.context``
-(without the client package) and the platform's module: for a no-op function ~15 MB, and a fork a
-fraction of the cost. A platform module that imports much pays for what it imports, no more.
+of ``sys.executable``) that imports only what this module needs at run time (builtin modules,
+``_json``, ctypes, ``tender_pool.store.context`` without the client package: no msgspec, typing,
+socket.py or signal.py, whose heap every fork would copy the page tables of) and the platform's
+module: for a no-op function ~5.5 MiB PSS. A platform module that imports much pays for what it
+imports, no more.
 
 The protocol, on a stream socketpair (the server's end is its fd 3), each message a 4-byte
-big-endian length and a msgspec JSON body (tagged Structs below):
-- slot → server: ``Init`` (once: the slot's ``sys.path`` and config), ``Load`` (a handler: its
-  import, answered by ``LoadReply`` — ``problem`` is the preload error), ``Start`` (an attempt: the
-  job and the environment it adds; the write ends of the child's result and progress pipes travel
-  with it as SCM_RIGHTS), answered by ``Started`` (the child's pid).
+big-endian length and a ``marshal``-encoded tuple ("messages" below):
+- slot → server: ``init`` (once: the slot's ``sys.path`` and config), ``load`` (a handler: its
+  import, answered by ``loaded`` — the preload error or None), ``start`` (an attempt: the job and
+  the environment it adds; the write ends of the child's result and progress pipes travel with it
+  as SCM_RIGHTS), answered by ``started`` (the child's pid).
 
 No message says that a child exited: the slot watches it with a pidfd and reads its exit status
-from the zombie's ``/proc/<pid>/stat``; the server reaps it only at the next ``Start``
+from the zombie's ``/proc/<pid>/stat``; the server reaps it only at the next ``start``
 (``ServedChild._status``, ``_reap``). That is one wake-up of the server per attempt, not two.
 
 The child is what ``runner.fork_call``'s child was: a session leader (its own process group),
@@ -41,8 +43,11 @@ The child speaks the handler protocol on its result pipe (``functions.conclude``
 exception, with the traceback for the slot's log) and ``EXIT_BAD_OUTPUT`` (a value that does not
 encode).
 
-Imports here stay light (stdlib, msgspec, the shared types, ``function_import``): this module is
-what the server imports before the platform's module.
+Imports here stay light (builtin modules, ``tender_pool.store.context``, ``function_import``; the
+slot's side imports socket and fcntl in its methods): this module is what the server imports
+before the platform's module. A child encodes its result with json's C encoder
+(``context.encode_json``), msgspec only for a value json cannot encode (imported then, in that
+child). Its cost per attempt, against the bare fork of a process that size: bench/bench_forkserver.py.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from tender_pool.store.context import Final, JobContext, encode_json
 from tender_pool.slots.function_import import ImportProblem, prepend_path, resolve
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # the server imports neither typing nor socket, msgspec, signal, struct, fcntl
+if TYPE_CHECKING:  # the server imports none of typing, socket.py, msgspec, signal.py, fcntl
     import socket
     from typing import Any, Callable
 
