@@ -5,19 +5,21 @@ Why a process of its own: a fork costs in proportion to the forking process's re
 (page tables copied in the parent, copy-on-write faults and the teardown in the child). A slot is a
 fork of the supervisor — redis-py, structlog, psutil, the config, the queue — about 40 MB, and
 forking it cost ~5 ms of CPU per no-op job. The fork server is a fresh interpreter (``posix_spawn``
-of ``sys.executable``) that imports only msgspec, the shared types, ``tender_pool.store.context``
-(without the client package) and the platform's module: for a no-op function ~15 MB, and a fork a
-fraction of the cost. A platform module that imports much pays for what it imports, no more.
+of ``sys.executable``) that imports only what this module needs at run time (builtin modules,
+``_json``, ctypes, ``tender_pool.store.context`` without the client package: no msgspec, typing,
+socket.py or signal.py, whose heap every fork would copy the page tables of) and the platform's
+module: for a no-op function ~5.5 MiB PSS. A platform module that imports much pays for what it
+imports, no more.
 
 The protocol, on a stream socketpair (the server's end is its fd 3), each message a 4-byte
-big-endian length and a msgspec JSON body (tagged Structs below):
-- slot → server: ``Init`` (once: the slot's ``sys.path`` and config), ``Load`` (a handler: its
-  import, answered by ``LoadReply`` — ``problem`` is the preload error), ``Start`` (an attempt: the
-  job and the environment it adds; the write ends of the child's result and progress pipes travel
-  with it as SCM_RIGHTS), answered by ``Started`` (the child's pid).
+big-endian length and a ``marshal``-encoded tuple ("messages" below):
+- slot → server: ``init`` (once: the slot's ``sys.path`` and config), ``load`` (a handler: its
+  import, answered by ``loaded`` — the preload error or None), ``start`` (an attempt: the job and
+  the environment it adds; the write ends of the child's result and progress pipes travel with it
+  as SCM_RIGHTS), answered by ``started`` (the child's pid).
 
 No message says that a child exited: the slot watches it with a pidfd and reads its exit status
-from the zombie's ``/proc/<pid>/stat``; the server reaps it only at the next ``Start``
+from the zombie's ``/proc/<pid>/stat``; the server reaps it only at the next ``start``
 (``ServedChild._status``, ``_reap``). That is one wake-up of the server per attempt, not two.
 
 The child is what ``runner.fork_call``'s child was: a session leader (its own process group),
@@ -41,108 +43,75 @@ The child speaks the handler protocol on its result pipe (``functions.conclude``
 exception, with the traceback for the slot's log) and ``EXIT_BAD_OUTPUT`` (a value that does not
 encode).
 
-Imports here stay light (stdlib, msgspec, the shared types, ``function_import``): this module is
-what the server imports before the platform's module.
+Imports here stay light (builtin modules, ``tender_pool.store.context``, ``function_import``; the
+slot's side imports socket and fcntl in its methods): this module is what the server imports
+before the platform's module. A child encodes its result with json's C encoder
+(``context.encode_json``), msgspec only for a value json cannot encode (imported then, in that
+child). Its cost per attempt, against the bare fork of a process that size: bench/bench_forkserver.py.
 """
 
 from __future__ import annotations
 
-import fcntl
+import _signal
+import _socket
 import gc
-import importlib
+import marshal
 import os
 import select
-import signal
-import _signal
-import socket
-import struct
 import sys
 import time
-import traceback
 import types
 from collections.abc import Awaitable
-from typing import Any, Callable
 
-import msgspec
-
-from tender_pool.store.context import Final, JobContext
-from tender_pool.store.error_kinds import ErrorKind
-from tender_pool.store.records import JobError, JobRecord
+from tender_pool.store.context import Final, JobContext, encode_json
 
 from tender_pool.slots.function_import import ImportProblem, prepend_path, resolve
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the server imports none of typing, socket.py, msgspec, signal.py, fcntl
+    import socket
+    from typing import Any, Callable
+
+    from tender_pool.store.records import JobRecord
+
 EXIT_RAISED = 4  # the function raised something other than Final
 EXIT_BAD_OUTPUT = 5  # its return value does not encode as JSON
+HANDLER_FAILED, BAD_OUTPUT = "handler_failed", "bad_output"  # ErrorKind's values (functions.py checks)
 MESSAGE_CAP = 2000  # characters of error.message for an exception: type, message, the last frames
 FRAMES = 3
 SERVER_FD = 3  # the server's end of the socketpair
 PROGRESS_PIPE_SIZE = 1 << 20  # as runner's: a burst of progress lines never blocks the function
-_HEAD = struct.Struct(">I")
 _PR_SET_PDEATHSIG = 1
+_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Linux)
 _prctl: Any = None  # libc's prctl, in the server (serve)
 # Blocked in the server (the slot decides; the server dies with it), unblocked in each child: one
 # sigprocmask there instead of a signal() per signal. Their dispositions stay the default.
-_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_HELD = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGUSR1, _signal.SIGUSR2)
 _mask: tuple[int, ...] = ()  # the mask the server started with, plain ints: each child's
-_SIGKILL = int(signal.SIGKILL)
+_SIGKILL = _signal.SIGKILL
+_CO_COROUTINE = 0x80  # inspect.CO_COROUTINE: an async def
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: @types.coroutine
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})  # values that are never awaitable
-
-_enc = msgspec.json.Encoder()
+_FD_ROOM = _socket.CMSG_SPACE(8 * 4)  # up to 8 fds with a message
 
 
 # --- messages -----------------------------------------------------------------------------------
+#
+# Each a tuple, ``marshal``-encoded (marshal is built in: the server imports no serializer; a
+# job's payload is what msgspec decoded, dicts, lists, strings, numbers, booleans, None, which
+# marshal carries as they are), behind a 4-byte big-endian length:
+# slot → server  ("init", sys_path, argv, config)   the slot's sys.path and argv (a module that
+#                                                   looks at sys.argv at import sees what it saw in
+#                                                   the slot) and its config.Config as JSON (decoded
+#                                                   in a child only if it calls owns())
+#                ("load", name, function, after_fork, path)
+#                ("start", name, job, env)          job: JOB_FIELDS, what a child's JobContext is
+#                                                   made of (the rest of the JobRecord is the slot's
+#                                                   business); two fds with it (SCM_RIGHTS)
+# server → slot  ("loaded", problem)                None, or the preload error
+#                ("started", pid, error)            pid 0: could not fork (error says why)
 
-
-class Init(msgspec.Struct, tag=True):
-    sys_path: list[str]
-    argv: list[str]  # the slot's: a module that looks at sys.argv at import sees what it saw in the slot
-    config: msgspec.Raw  # the slot's config.Config, decoded in a child only if it calls owns()
-
-
-class Load(msgspec.Struct, tag=True):
-    name: str
-    function: str
-    after_fork: str | None = None
-    path: list[str] = []
-
-
-class Job(msgspec.Struct, array_like=True):
-    """What a child's ``JobContext`` is made of: the few fields of the ``JobRecord`` it shows (the
-    rest of the record is the slot's business, and would only be encoded, sent and decoded)."""
-
-    id: str
-    kind: str
-    user: str
-    payload: dict[str, Any]
-    run: str | None = None
-    key: str | None = None
-
-
-class Start(msgspec.Struct, tag=True):
-    name: str
-    job: Job
-    env: dict[str, str]
-
-
-class LoadReply(msgspec.Struct, tag=True):
-    problem: str | None = None
-
-
-class Started(msgspec.Struct, tag=True):
-    pid: int = 0
-    error: str = ""
-
-
-ToServer = Init | Load | Start
-ToSlot = LoadReply | Started
-
-
-class FunctionFailure(msgspec.Struct):
-    """What the child writes before ``EXIT_RAISED`` / ``EXIT_BAD_OUTPUT``."""
-
-    error: JobError
-    traceback: str = ""
+JOB_FIELDS = ("id", "kind", "user", "payload", "run", "key")
 
 
 class Loaded:
@@ -160,8 +129,16 @@ class ServerGone(Exception):
     """The fork server exited (or never started): the socket is closed."""
 
 
+def _frame(msg: tuple) -> bytes:
+    body = marshal.dumps(msg)
+    return len(body).to_bytes(4, "big") + body
+
+
 def _send(sock: socket.socket, body: bytes, fds: list[int] | None = None) -> None:
-    data = _HEAD.pack(len(body)) + body
+    """Send one framed message (``_frame``) from the slot, with ``fds`` if any."""
+    import socket
+
+    data = body
     if fds:
         sent = socket.send_fds(sock, [data], fds)
         data = data[sent:]
@@ -170,20 +147,21 @@ def _send(sock: socket.socket, body: bytes, fds: list[int] | None = None) -> Non
 
 
 class _Reader:
-    """Length-prefixed frames off a stream socket, with the fds that came with them."""
+    """Length-prefixed frames off a stream socket (a ``socket.socket`` or, in the server, a bare
+    ``_socket.socket``), with the fds that came with them."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: Any):
         self.sock = sock
         self.buf = bytearray()
         self.fds: list[int] = []
 
-    def frame(self) -> bytes | None:
+    def frame(self) -> tuple | None:
         if len(self.buf) >= 4:
-            (n,) = _HEAD.unpack_from(self.buf)
+            n = int.from_bytes(self.buf[:4], "big")
             if len(self.buf) >= 4 + n:
-                body = bytes(self.buf[4:4 + n])
+                msg = marshal.loads(memoryview(self.buf)[4:4 + n])
                 del self.buf[:4 + n]
-                return body
+                return msg
         return None
 
     def fill(self, timeout: float | None) -> None:
@@ -191,7 +169,11 @@ class _Reader:
         Raises ``ServerGone`` on EOF."""
         if timeout is not None and not select.select([self.sock], [], [], max(0.0, timeout))[0]:
             return
-        data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 8)
+        data, anc, _, _ = self.sock.recvmsg(1 << 16, _FD_ROOM)
+        fds: list[int] = []
+        for level, kind, cdata in anc:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                fds += memoryview(cdata)[: len(cdata) - len(cdata) % 4].cast("i")
         if not data:
             for fd in fds:
                 os.close(fd)
@@ -213,11 +195,13 @@ class ForkServer:
         self.pid = 0
         self.sock: socket.socket | None = None
         self.reader: _Reader | None = None
-        self.loads: dict[str, Load] = {}
+        self.loads: dict[str, tuple] = {}  # handler name → its "load" message
 
     # lifecycle
 
     def _start(self) -> None:
+        import socket
+
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
         if self.log_fd >= 0:  # before the socket: a log fd numbered 3 is overwritten by it
@@ -230,7 +214,7 @@ class ForkServer:
         finally:
             theirs.close()
         self.sock, self.reader = mine, _Reader(mine)
-        _send(mine, _enc.encode(Init(list(sys.path), list(sys.argv), msgspec.Raw(self.config_json))))
+        _send(mine, _frame(("init", list(sys.path), list(sys.argv), bytes(self.config_json))))
 
     def alive(self) -> bool:
         if not self.pid:
@@ -260,7 +244,7 @@ class ForkServer:
             return
         self._start()
         for load in self.loads.values():
-            problem = self._ask(load, LoadReply).problem
+            problem = self._ask(load, "loaded")[1]
             if problem:
                 raise ServerGone(f"the restarted fork server cannot import {load.function}: {problem}")
 
@@ -279,31 +263,31 @@ class ForkServer:
                 return
             time.sleep(0.01)
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, _SIGKILL)
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
 
     # requests
 
-    def _ask(self, msg: Any, reply: type) -> Any:
+    def _ask(self, msg: tuple, reply: str) -> tuple:
         assert self.sock is not None
         try:
-            _send(self.sock, _enc.encode(msg))
+            _send(self.sock, _frame(msg))
         except OSError as e:
             raise ServerGone(str(e)) from e
         return self._await(reply)
 
-    def _await(self, reply: type) -> Any:
-        while not isinstance(got := self._next(None), reply):
+    def _await(self, reply: str) -> tuple:
+        while (got := self._next(None)) is None or got[0] != reply:
             pass
         return got
 
-    def _next(self, timeout: float | None) -> Any:
+    def _next(self, timeout: float | None) -> tuple | None:
         """The next message from the server, or None once ``timeout`` passed."""
         assert self.reader is not None
         end = None if timeout is None else time.monotonic() + timeout
-        while (body := self.reader.frame()) is None:
+        while (msg := self.reader.frame()) is None:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return None
@@ -315,15 +299,15 @@ class ForkServer:
             except OSError as e:
                 self._forget()
                 raise ServerGone(str(e)) from e
-        return msgspec.json.decode(body, type=ToSlot)
+        return msg
 
     def load(self, name: str, function: str, after_fork: str | None, path: list[str]) -> str | None:
         """Import one handler in the server: None, or the problem (``function_import.ImportProblem``'s
         text, prefixed as the config check words it)."""
-        load = Load(name, function, after_fork, list(path))
+        load = ("load", name, function, after_fork, list(path))
         if not self.alive():
             self._start()
-        problem = self._ask(load, LoadReply).problem
+        problem = self._ask(load, "loaded")[1]
         if problem is None:
             self.loads[name] = load
         return problem
@@ -334,19 +318,21 @@ class ForkServer:
         and stderr are already the slot's log stream (the server's own 1 and 2), so a function has
         no stdin or stderr pipe to make, send, dup and close (``ServedChild`` says what the runner
         gets in their place)."""
+        import fcntl
+
         self._ensure()
         or_, ow = os.pipe()
         pr, pw = os.pipe()
         try:
-            fcntl.fcntl(pw, fcntl.F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)  # a burst of progress never blocks
+            fcntl.fcntl(pw, _F_SETPIPE_SZ, PROGRESS_PIPE_SIZE)  # a burst of progress never blocks
         except OSError:  # above /proc/sys/fs/pipe-max-size for an unprivileged user: the default
             pass
-        body = _enc.encode(Start(name, Job(job.id, job.kind, job.user, job.payload, job.run, job.key), env))
+        body = _frame(("start", name, (job.id, job.kind, job.user, job.payload, job.run, job.key), env))
         try:
             try:
                 assert self.sock is not None
                 _send(self.sock, body, [ow, pw])
-                started = self._await(Started)
+                started = self._await("started")
             except (OSError, ServerGone):
                 # It died since the last attempt ended, and the slot has not read from it since:
                 # an attempt's end is seen on its pidfd, not on this socket. (Killed with its last
@@ -356,7 +342,7 @@ class ForkServer:
                 self._ensure()
                 assert self.sock is not None
                 _send(self.sock, body, [ow, pw])
-                started = self._await(Started)
+                started = self._await("started")
         except BaseException:
             for fd in (or_, pr):
                 os.close(fd)
@@ -364,11 +350,12 @@ class ForkServer:
         finally:
             os.close(ow)
             os.close(pw)
-        if not started.pid:
+        _, pid, error = started
+        if not pid:
             for fd in (or_, pr):
                 os.close(fd)
-            raise OSError(f"the fork server could not fork: {started.error}")
-        return ServedChild(started.pid, or_, pr, server=self)
+            raise OSError(f"the fork server could not fork: {error}")
+        return ServedChild(pid, or_, pr, server=self)
 
 class ServedChild:
     """An attempt the fork server forked: what ``runner.run`` needs of a ``runner.Child`` (pid,
@@ -411,7 +398,7 @@ class ServedChild:
         try:
             fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY)
         except OSError:
-            return -signal.SIGKILL
+            return -_SIGKILL
         try:
             fields = os.read(fd, 4096).rpartition(b")")[2].split()
         except OSError:
@@ -420,7 +407,7 @@ class ServedChild:
             os.close(fd)
         if len(fields) > 49 and fields[0] == b"Z":
             return os.waitstatus_to_exitcode(int(fields[49]))
-        return -signal.SIGKILL  # pragma: no cover - exited (the pidfd says so) but not a zombie: reaped
+        return -_SIGKILL  # pragma: no cover - exited (the pidfd says so) but not a zombie: reaped
 
     def wait(self, timeout: float | None = None) -> int:
         import subprocess
@@ -462,55 +449,79 @@ def serve(slot_pid: int) -> None:
 
     global _prctl, _mask
     _prctl = ctypes.CDLL(None).prctl  # looked up once: a CDLL made in each child cost it ~0.5 ms
-    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    _prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
     if os.getppid() != slot_pid:  # the slot died before the prctl
         os._exit(0)
-    _mask = tuple(map(int, signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)))  # the slot decides; the server dies with it
-    for sig in (*_HELD, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)  # what a child has once it unblocks them
-    sock = socket.socket(fileno=SERVER_FD)
+    # the C functions, not signal's wrappers (the signal module builds its enums: heap every fork copies)
+    _mask = tuple(_signal.pthread_sigmask(_signal.SIG_BLOCK, _HELD))  # the slot decides; the server dies with it
+    for sig in (*_HELD, _signal.SIGCHLD):
+        _signal.signal(sig, _signal.SIG_DFL)  # what a child has once it unblocks them
+    sock = _socket.socket(fileno=SERVER_FD)  # not socket.py: its enums too
     os.set_inheritable(SERVER_FD, False)
     reader = _Reader(sock)
-    dec = msgspec.json.Decoder(ToServer)
     loaded: dict[str, Loaded] = {}
+    children: list[int] = []  # forked, not yet reaped
     config = b""
     env = _Env(ctypes.CDLL(None).putenv)
     while True:
         try:
             reader.fill(None)
         except (ServerGone, OSError):
-            _reap()  # the last attempt's zombie: never left to the slot's leftover sweep
+            _reap(children)  # the last attempt's zombie: never left to the slot's leftover sweep
             os._exit(0)  # the slot is gone: so are we (our children by PDEATHSIG)
-        while (body := reader.frame()) is not None:
-            msg = dec.decode(body)
-            if isinstance(msg, Start):
-                _reap()  # the last attempt's zombie: the slot has read its status (ServedChild)
+        while (msg := reader.frame()) is not None:
+            what = msg[0]
+            if what == "start":
+                _reap(children)  # the last attempt's zombie: the slot has read its status (ServedChild)
                 fds, reader.fds = reader.fds[:2], reader.fds[2:]
-                fn = loaded.get(msg.name)
-                pid = _fork(fn, config, msg, fds, env) if fn is not None and len(fds) == 2 else 0
+                fn = loaded.get(msg[1])
+                pid = _fork(fn, config, msg[2], msg[3], fds, env) if fn is not None and len(fds) == 2 else 0
                 for f in fds:
                     os.close(f)
-                _send(sock, _enc.encode(Started(pid) if pid else Started(error="fork failed, or not loaded")))
-            elif isinstance(msg, Load):
-                problem = _load(msg, loaded)
-                _send(sock, _enc.encode(LoadReply(problem)))
+                if pid:
+                    children.append(pid)
+                sock.sendall(_frame(("started", pid, "" if pid else "fork failed, or not loaded")))
+            elif what == "load":
+                problem = _load(msg[1], msg[2], msg[3], msg[4], loaded)
+                sock.sendall(_frame(("loaded", problem)))
+                _warm()
                 gc.freeze()  # what the import made is never garbage to a child: its GCs skip it
-            elif isinstance(msg, Init):
-                sys.path[:] = msg.sys_path
-                sys.argv[:] = msg.argv
-                config = bytes(msg.config)
+            elif what == "init":
+                sys.path[:] = msg[1]
+                sys.argv[:] = msg[2]
+                config = msg[3]
 
 
-def _reap() -> None:
-    """Reap every exited child. Not when it exits: its zombie holds its pid and its exit status
+def _warm() -> None:
+    """Run the child's own code path here, on a function that returns ``{}`` into /dev/null, until
+    the interpreter has specialised its bytecode: a child then finds it warm, instead of writing the
+    adaptive counters of each code object it runs (a page copy each)."""
+    dummy = Loaded(lambda ctx: {})
+    ctx = JobContext("", "", "", {}, "", progress_fd=-1)
+    fd = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for _ in range(WARM_RUNS):
+            function_child(dummy, ctx, fd)
+    finally:
+        os.close(fd)
+
+
+WARM_RUNS = 100
+
+
+def _reap(children: list[int]) -> None:
+    """Reap the attempts' children that exited (all of them, at a ``Start``: the slot sends one only
+    once the last attempt is over). Not when one exits: its zombie holds its pid and its exit status
     (``/proc/<pid>/stat``) for the slot, which reads it there (``ServedChild``) without waiting
-    for a message from us, and before the next ``Start`` from that slot."""
-    while True:
+    for a message from us, and before the next ``Start`` from that slot. By pid, not
+    ``waitpid(-1)`` until ``ChildProcessError``: one system call an attempt, and no exception."""
+    for pid in list(children):
         try:
-            if not os.waitpid(-1, os.WNOHANG)[0]:
-                return
+            if not os.waitpid(pid, os.WNOHANG)[0]:
+                continue  # still running
         except ChildProcessError:
-            return
+            pass
+        children.remove(pid)
 
 
 class _Env:
@@ -529,41 +540,51 @@ class _Env:
     ROOM = 128  # bytes of a value before its buffer must grow: a job id and a token fit many times
 
     def __init__(self, putenv: Any):
-        self.putenv = putenv
-        self.bufs: dict[bytes, Any] = {}
-
-    def set(self, env: dict[str, str]) -> None:
         import ctypes
 
-        data = os.environ._data  # type: ignore[attr-defined]
-        for key in [k for k in self.bufs if os.fsdecode(k) not in env]:
+        self.putenv, self.memmove, self.buffer = putenv, ctypes.memmove, ctypes.create_string_buffer
+        self.bufs: dict[str, tuple[bytes, Any]] = {}  # name → (its bytes, its buffer)
+
+    def set(self, env: dict[str, str]) -> None:
+        # os.fsencode's encoding, spelled out: the same bytes, without its Python frames in a loop
+        # that runs before every fork (each page it writes is faulted again after the fork)
+        data, bufs, fs, errors = os.environ._data, self.bufs, _FS_ENCODING, _FS_ERRORS  # type: ignore[attr-defined]
+        for name in [n for n in bufs if n not in env]:
+            key = bufs.pop(name)[0]
             os.unsetenv(key)
             data.pop(key, None)
-            del self.bufs[key]
         for name, value in env.items():
-            key, val = os.fsencode(name), os.fsencode(value)
+            val = value.encode(fs, errors)
+            got = bufs.get(name)
+            if got is not None and data.get(got[0]) == val:
+                continue  # as it is
+            key = got[0] if got is not None else name.encode(fs, errors)
             line = key + b"=" + val + b"\0"
-            buf = self.bufs.get(key)
-            if buf is not None and len(line) <= len(buf):
-                if data.get(key) != val:
-                    ctypes.memmove(buf, line, len(line))
+            if got is not None and len(line) <= len(got[1]):
+                self.memmove(got[1], line, len(line))
             else:
-                buf = ctypes.create_string_buffer(line, len(line) + self.ROOM)
+                buf = self.buffer(line, len(line) + self.ROOM)
                 self.putenv(buf)  # environ now points at it; the old buffer is no longer used
-                self.bufs[key] = buf
+                bufs[name] = (key, buf)
             data[key] = val
 
 
-def _load(msg: Load, loaded: dict[str, Loaded]) -> str | None:
-    prepend_path(list(msg.path))
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
+
+def _load(name: str, function: str, after_fork: str | None, path: list[str], loaded: dict[str, Loaded]) -> str | None:
+    prepend_path(list(path))
     try:
-        loaded[msg.name] = Loaded(resolve(msg.function), resolve(msg.after_fork) if msg.after_fork else None)
+        fn = resolve(function)
+        loaded[name] = Loaded(fn, resolve(after_fork) if after_fork else None)
     except ImportProblem as e:
         return str(e)
+    if getattr(getattr(fn, "__code__", None), "co_flags", 0) & _CO_COROUTINE:
+        import asyncio  # noqa: F401 - an async def: imported once here, not by every child that runs it
     return None
 
 
-def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], env: "_Env") -> int:
+def _fork(loaded: Loaded, config: bytes, job: tuple, job_env: dict[str, str], fds: list[int], env: _Env) -> int:
     """Fork the attempt's child. What can be done before the fork is, here in the server: the
     result pipe made close-on-exec, the ``JobContext`` built, the young objects frozen (a child's
     collections skip them, and it writes no GC header to freeze them). The child then only becomes
@@ -574,10 +595,10 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], env: "_Env"
     cost ~80 page copies, a third of what is left of its cost."""
     result_fd, progress_fd = fds
     os.set_inheritable(result_fd, False)  # the function's subprocesses never hold the result pipe
-    env.set(dict(msg.env, TENDER_POOL_PROGRESS_FD=str(progress_fd)))
-    job = msg.job
-    ctx = JobContext(job.id, job.kind, job.user, job.payload, msg.env.get("TENDER_POOL_ATTEMPT", ""),
-                     job.run, job.key, progress_fd=progress_fd, client=lambda: _OwnerCheck(config))
+    env.set(dict(job_env, TENDER_POOL_PROGRESS_FD=str(progress_fd)))
+    id_, kind, user, payload, run, key = job  # JOB_FIELDS
+    ctx = JobContext(id_, kind, user, payload, job_env.get("TENDER_POOL_ATTEMPT", ""),
+                     run, key, progress_fd=progress_fd, client=lambda: _OwnerCheck(config))
     gc.freeze()
     try:
         pid = os.fork()
@@ -595,6 +616,8 @@ def _fork(loaded: Loaded, config: bytes, msg: Start, fds: list[int], env: "_Env"
         _signal.pthread_sigmask(_signal.SIG_SETMASK, _mask)
         code = function_child(loaded, ctx, result_fd)
     except BaseException:  # noqa: BLE001 - report and exit, never return into the server's loop
+        import traceback
+
         traceback.print_exc()
     finally:
         try:
@@ -628,15 +651,17 @@ def _call(loaded: Loaded, ctx: JobContext) -> tuple[int, bytes]:
 
             value = asyncio.run(_wait(value))  # a new event loop, this child's own
     except Final as e:
-        return 3, _enc.encode({"error": {"kind": str(e.kind), "message": str(e.message)}})
+        return 3, encode_json({"error": {"kind": str(e.kind), "message": str(e.message)}})
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too: the job failed
-        return EXIT_RAISED, _enc.encode(FunctionFailure(JobError(ErrorKind.HANDLER_FAILED.value, describe(e)),
-                                                        "".join(traceback.format_exception(e))))
+        import traceback
+
+        return EXIT_RAISED, encode_json({"error": {"kind": HANDLER_FAILED, "message": describe(e)},
+                                         "traceback": "".join(traceback.format_exception(e))})
     try:
-        return 0, _enc.encode({"value": value})
+        return 0, encode_json({"value": value})
     except (TypeError, ValueError, OverflowError, RecursionError) as e:
         msg = f"the return value does not encode as JSON: {type(e).__name__}: {e}"[:MESSAGE_CAP]
-        return EXIT_BAD_OUTPUT, _enc.encode(FunctionFailure(JobError(ErrorKind.BAD_OUTPUT.value, msg)))
+        return EXIT_BAD_OUTPUT, encode_json({"error": {"kind": BAD_OUTPUT, "message": msg}})
 
 
 class _OwnerCheck:
@@ -644,6 +669,8 @@ class _OwnerCheck:
     is the job record's ``token`` still this attempt's? The same read as ``Client.owns``."""
 
     def __init__(self, config: bytes):
+        import msgspec
+
         from tender_pool.store.config import Config
         from tender_pool.store.connection import connect
         from tender_pool.store.keys import Keys
@@ -671,6 +698,8 @@ async def _wait(awaitable: Any) -> Any:
 def describe(e: BaseException) -> str:
     """``error.message`` for an exception: its type, its message and where it was raised (the
     last ``FRAMES`` frames, innermost last), at most ``MESSAGE_CAP`` characters."""
+    import traceback
+
     frames = traceback.extract_tb(e.__traceback__)[-FRAMES:]
     where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" for f in reversed(frames))
     where = f" (at {where[: MESSAGE_CAP // 2]})" if where else ""

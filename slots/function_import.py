@@ -14,10 +14,12 @@ Stdlib only: the check child must import nothing but the platform's module.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
-from typing import Any, Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the fork server imports this module
+    from typing import Any, Callable
 
 
 class ImportProblem(Exception):
@@ -77,6 +79,8 @@ def main() -> int:
     after_fork, path}}}``, stdout ``{name: problem or null}``. Our answer goes to a private copy of
     the stdout pipe; whatever the platform's module writes at import (``print``, or straight to
     file descriptor 1) goes to stderr."""
+    import json
+
     req = json.load(sys.stdin)
     sys.stdout.flush()
     out = os.fdopen(os.dup(1), "w")

@@ -22,16 +22,27 @@ from typing import Any
 
 import msgspec
 
+from tender_pool.store.error_kinds import ErrorKind
 from tender_pool.store.handler_io import Outcome
-from tender_pool.store.records import JobRecord
+from tender_pool.store.records import JobError, JobRecord
 
-from tender_pool.slots import handlers
-from tender_pool.slots.forkserver import EXIT_BAD_OUTPUT, EXIT_RAISED, MESSAGE_CAP, FunctionFailure, describe
+from tender_pool.slots import forkserver, handlers
+from tender_pool.slots.forkserver import EXIT_BAD_OUTPUT, EXIT_RAISED, MESSAGE_CAP, describe
 from tender_pool.slots.runner import RunResult
+
+# the child writes the kinds as strings (the fork server imports none of the store's types)
+assert (forkserver.HANDLER_FAILED, forkserver.BAD_OUTPUT) == (ErrorKind.HANDLER_FAILED.value, ErrorKind.BAD_OUTPUT.value)
 
 __all__ = ["EXIT_BAD_OUTPUT", "EXIT_RAISED", "MESSAGE_CAP", "FunctionFailure", "conclude", "describe"]
 
 TRACEBACK_CAP = 64 * 1024  # characters of a traceback in the slot's log line
+
+
+class FunctionFailure(msgspec.Struct):
+    """What the child writes before ``EXIT_RAISED`` / ``EXIT_BAD_OUTPUT``."""
+
+    error: JobError
+    traceback: str = ""
 
 
 def _stored(value: dict) -> dict:

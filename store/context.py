@@ -4,6 +4,9 @@ A function handler (``[handlers.NAME] function = "module:qualname"``, the contra
 handlers") is the platform's own Python code, called in a forked child of a slot with one
 ``JobContext``. It lives in the store, and ``tender_pool.client`` re-exports it, so that the
 platform's code imports nothing of the daemon: redis and msgspec are all this module (lazily) needs.
+It is imported by the slot's fork server before the platform's module, so it imports only what an
+interpreter has already loaded, and ``json``'s C encoder (not msgspec, nor ``typing``: every forked attempt
+copies the page tables of what the server imported).
 
 Fork safety: a context is built in the attempt's child and talks to nothing it inherited. Its
 progress lines go to the attempt's own progress pipe (``TENDER_POOL_PROGRESS_FD``, the fd 3
@@ -15,11 +18,28 @@ on first use, never the slot's.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from _json import encode_basestring, make_encoder  # json's C encoder, without the json package
 
-import msgspec
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
-_enc = msgspec.json.Encoder()
+# json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False),
+# made once: JSONEncoder.encode builds one per call, Python-level work in every forked child
+_plain_json = make_encoder(None, None, encode_basestring, None, ":", ",", False, False, False)
+
+
+def encode_json(obj: Any) -> bytes:
+    """``msgspec.json.encode(obj)``, without importing msgspec when ``json``'s C encoder can do it:
+    plain JSON (dicts, lists, strings, finite numbers, booleans, None) there; anything else (NaN,
+    a datetime, a UUID, a Struct, a cycle, a lone surrogate, …) by msgspec as before, imported
+    then, raising what it raises for a value it cannot encode."""
+    try:
+        return "".join(_plain_json(obj, 0)).encode()
+    except Exception:  # noqa: BLE001 - whatever json refuses, msgspec decides
+        import msgspec
+
+        return msgspec.json.encode(obj)
 
 
 class Final(Exception):
@@ -90,7 +110,7 @@ class JobContext:
     def _line(self, obj: dict) -> None:
         if self._fd < 0:
             return  # no progress pipe (a context made by hand, e.g. in a unit test): nothing to report to
-        data = _enc.encode(obj) + b"\n"
+        data = encode_json(obj) + b"\n"
         while data:  # one write for a line under the pipe's atomic size; the slot reads as it comes
             n = os.write(self._fd, data)
             data = data[n:]

@@ -22,8 +22,11 @@ import os, sys
 
 def light(ctx):
     heavy = ("redis", "psutil", "structlog", "tender_pool.client.client", "tender_pool.slots.runner")
+    # what a fork server needs no more (each forked attempt copies the page tables of what it imported)
+    light = ("msgspec", "typing", "socket", "signal", "json", "fcntl", "traceback", "tender_pool.store.records")
     status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
-    return {"loaded": [m for m in heavy if m in sys.modules], "pid": os.getpid(), "ppid": os.getppid(),
+    return {"loaded": [m for m in heavy if m in sys.modules], "unneeded": [m for m in light if m in sys.modules],
+            "pid": os.getpid(), "ppid": os.getppid(),
             "sid": os.getsid(0), "id": ctx.id, "attempt": ctx.attempt,
             "blocked": status["SigBlk"], "ignored": status["SigIgn"]}
 
@@ -69,6 +72,9 @@ def test_a_small_server_whose_children_report_back(server):
     v = msgspec.json.decode(res.stdout)["value"]
     # the server imported neither the client package (redis-py) nor the slot's modules
     assert v["loaded"] == []
+    # nor a serializer, typing or the stdlib's enum-building wrappers: marshal between the slot and
+    # the server, json's C encoder for the result (msgspec only for what it cannot encode)
+    assert v["unneeded"] == [], v["unneeded"]
     # the child: forked by the server, a session leader, given the job and the attempt's token
     assert v["ppid"] == s.pid and v["sid"] == v["pid"] and (v["id"], v["attempt"]) == ("j1", "1.tok")
     # the signals the server blocks are unblocked in the child, with their default dispositions:
@@ -109,9 +115,12 @@ def test_a_server_that_dies_once_the_start_is_sent_is_replaced_and_the_start_sen
     send = forkserver._send
 
     def send_then_die(sock, body, fds=None):
-        send(sock, body, fds)
-        if fds and victims:
-            os.kill(victims.pop(), signal.SIGKILL)
+        if not (fds and victims):
+            return send(sock, body, fds)
+        victim = victims.pop()
+        os.kill(victim, signal.SIGSTOP)  # it never reads the Start: dead before it could answer,
+        send(sock, body, fds)  # however the two are scheduled
+        os.kill(victim, signal.SIGKILL)
 
     monkeypatch.setattr(forkserver, "_send", send_then_die)
     res = attempt(s, "light")
@@ -128,3 +137,32 @@ def test_each_attempt_sees_its_own_environment_in_python_and_in_its_subprocesses
     for token in ("1.aaaa", "2." + "b" * 300, "3.cc"):
         v = msgspec.json.decode(attempt(s, "env", token).stdout)["value"]
         assert v["py"] == token and v["sh"] == [token, str(v["fd"])], v
+
+
+def test_the_child_encodes_as_msgspec_does_importing_it_only_for_what_json_cannot_encode():
+    # store.context.encode_json: json's C encoder for plain JSON, msgspec for the rest (and its errors)
+    import datetime
+    import math
+    import subprocess
+    import sys
+    import uuid
+
+    from tender_pool.store.context import encode_json
+
+    plain = {"a": [1, -2, 2 ** 70, 0.1, 1e300, "é\u2028\"\\\n", None, True, False], "b": {}, "c": [], "": "x"}
+    assert encode_json(plain) == msgspec.json.encode(plain) or msgspec.json.decode(encode_json(plain)) == plain
+    for value in (math.nan, math.inf, datetime.date(2024, 5, 1), uuid.UUID(int=7), (1, 2), {1: "a"}):
+        assert encode_json({"value": value}) == msgspec.json.encode({"value": value})
+    for bad in (object(), {"x": 1j}):
+        with pytest.raises(TypeError):
+            encode_json(bad)
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(RecursionError):
+        encode_json(cycle)
+    # plain JSON never imports msgspec (a child of the fork server would pay its import)
+    code = ("import sys; from tender_pool.store.context import encode_json; "
+            "assert encode_json({'value': [1, 'x', None, {'k': 0.5}]}) == b'{\"value\":[1,\"x\",null,{\"k\":0.5}]}'; "
+            "print('msgspec' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
