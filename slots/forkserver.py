@@ -301,13 +301,32 @@ class ForkServer:
                 raise ServerGone(str(e)) from e
         return msg
 
-    def load(self, name: str, function: str, after_fork: str | None, path: list[str]) -> str | None:
+    def load(self, name: str, function: str, after_fork: str | None, path: list[str],
+             tick: Callable[[], None] | None = None, limit: float | None = None) -> str | None:
         """Import one handler in the server: None, or the problem (``function_import.ImportProblem``'s
-        text, prefixed as the config check words it)."""
+        text, prefixed as the config check words it). ``tick`` is called every ~0.1 s while the
+        import runs (the slot beats: a platform's import may take longer than 3 heartbeats, after
+        which a silent slot is killed); past ``limit`` seconds the server is killed and the import
+        is the problem."""
         load = ("load", name, function, after_fork, list(path))
         if not self.alive():
             self._start()
-        problem = self._ask(load, "loaded")[1]
+        assert self.sock is not None
+        try:
+            _send(self.sock, _frame(load))
+        except OSError as e:
+            raise ServerGone(str(e)) from e
+        end = None if limit is None else time.monotonic() + limit
+        while True:
+            got = self._next(0.1 if tick is not None or end is not None else None)
+            if got is not None and got[0] == "loaded":
+                break
+            if end is not None and time.monotonic() > end:
+                self.stop()
+                return f"importing it took more than {limit:g} s"
+            if got is None and tick is not None:
+                tick()
+        problem = got[1]
         if problem is None:
             self.loads[name] = load
         return problem

@@ -32,7 +32,7 @@ from typing import Callable, Protocol
 
 import msgspec
 
-from tender_pool.store.config import Config, HandlerConfig
+from tender_pool.store.config import FUNCTION_CHECK_TIMEOUT, Config, HandlerConfig
 from tender_pool.store.outcomes import Status
 from tender_pool.store.error_kinds import ErrorKind
 from tender_pool.store.records import JobError, JobRecord
@@ -494,12 +494,15 @@ class FunctionKind:
         self.log = log
         self.loaded = False
 
-    def preload(self) -> None:
-        """Import the function now, in the fork server. Raises ``function_import.ImportProblem``."""
+    def preload(self, tick: Callable[[], None] | None = None) -> None:
+        """Import the function now, in the fork server. Raises ``function_import.ImportProblem``.
+        ``tick``: called while the import runs (the slot beats); it may take up to the config
+        check's own limit (``FUNCTION_CHECK_TIMEOUT``), then it is the problem."""
         h = self.handler
         assert h.function is not None
         try:
-            problem = self.server.load(self.name, h.function, h.after_fork, list(h.path))
+            problem = self.server.load(self.name, h.function, h.after_fork, list(h.path), tick=tick,
+                                       limit=FUNCTION_CHECK_TIMEOUT)
         except forkserver.ServerGone as e:
             problem = f"the fork server exited: {e}"
         if problem is not None:

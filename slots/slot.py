@@ -283,7 +283,7 @@ class Slot:
                 continue
             t0 = time.monotonic()
             try:
-                kind.preload()
+                kind.preload(tick=self.beat)  # beats while the platform's module imports
                 imports[name] = ""
                 self.log.info("function_imported", kind=name, function=kind.handler.function,
                               seconds=round(time.monotonic() - t0, 3))

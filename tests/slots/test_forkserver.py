@@ -166,3 +166,18 @@ def test_the_child_encodes_as_msgspec_does_importing_it_only_for_what_json_canno
             "print('msgspec' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.timeout(60)
+def test_a_slow_import_ticks_and_one_past_its_limit_is_the_problem(server, tmp_path):
+    s, path = server
+    (tmp_path / "fsslow.py").write_text("import time\ntime.sleep(0.6)\n\ndef f(ctx):\n    return 1\n")
+    (tmp_path / "fshang.py").write_text("import time\ntime.sleep(60)\n\ndef f(ctx):\n    return 1\n")
+    ticks: list[float] = []
+    assert s.load("slow", "fsslow:f", None, [path], tick=lambda: ticks.append(time.monotonic())) is None
+    assert len(ticks) >= 3  # ~every 0.1 s of a 0.6 s import
+    t0 = time.monotonic()
+    problem = s.load("hang", "fshang:f", None, [path], tick=lambda: None, limit=0.5)
+    assert problem == "importing it took more than 0.5 s" and time.monotonic() - t0 < 5
+    assert not s.alive()  # the server stuck in the import is gone; the next load starts another
+    assert s.load("slow2", "fsslow:f", None, [path]) is None

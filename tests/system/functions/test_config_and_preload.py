@@ -72,6 +72,23 @@ def test_a_slow_import_happens_once_per_slot_not_per_job(h, monkeypatch):
     assert "fnslow:work" in text and "yes (2/2 slots)" in text
 
 
+@pytest.mark.timeout(120)
+def test_an_import_longer_than_three_heartbeats_is_waited_for_not_killed_as_silence(h, monkeypatch):
+    """A platform's import may take seconds (its framework, ORM, model SDK): the slot beats while
+    its fork server imports, so the supervisor does not kill it as silent (3 heartbeats, 1.5 s
+    here) and the import happens once per slot, not in a crash loop."""
+    log = h.tmp / "imports.log"
+    monkeypatch.setenv("FN_IMPORT_LOG", str(log))
+    monkeypatch.setenv("FN_IMPORT_SECONDS", "3")
+    d = h.daemon(workers=1, handlers=fn_handlers(work=f'function = "fnslow:work"\ntimeout = 10\n'
+                                                        f'path = ["{JOBS}"]'))
+    job = h.wait_state(h.submit(kind="work"), timeout=60)
+    assert job.result["value"]["ppid"] != job.result["value"]["pid"]
+    assert not d.log_events("slot_unresponsive_killing"), d.logs()[-3000:]
+    assert len(log.read_text().splitlines()) == 2  # the config check's child, then the one slot's server
+    assert [e["seconds"] >= 3 for e in d.log_events("function_imported")] == [True]
+
+
 def test_the_import_check_reads_its_answer_whatever_the_module_prints(h):
     from tender_pool.store.config import check_functions, load
 
