@@ -10,6 +10,7 @@ Checkpoints: ``after_claim`` (slot: BLMOVE done, take.lua not yet), ``after_stam
 child not yet spawned), ``before_ack`` (slot: child finished, settle not yet), ``after_settle_take``
 (slot: a combined settle started the next attempt in Redis, its child not yet spawned),
 ``mid_requeue`` (supervisor: a dead slot's job tree killed, its list not yet requeued),
+``slot_forked`` (a slot just forked, the supervisor's signal handlers still its own),
 ``supervisor_busy`` (supervisor: a slot reported a running child).
 """
 

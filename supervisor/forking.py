@@ -43,7 +43,7 @@ from typing import Callable
 
 import psutil
 
-from tender_pool.slots import groups
+from tender_pool.slots import faults, groups
 
 from tender_pool.store.config import Config
 from tender_pool.supervisor.slot_table import SlotProc
@@ -134,6 +134,8 @@ def _libc_malloc_trim() -> Callable[[int], int] | None:
 
 
 _malloc_trim = _libc_malloc_trim()
+# the supervisor's own signals (daemon.run installs its handlers for them), held across a slot's fork
+_FORK_HELD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
 
 def _child_streams() -> None:
@@ -163,10 +165,25 @@ class ProcessOps:
         the child must not keep (the other slots' pipes)."""
         _trim_heap()
         rfd, wfd = os.pipe()
-        pid = os.fork()
+        # Held across the fork: a stop signal sent to the new slot before it drops the supervisor's
+        # handlers would run the inherited copy of them (which only queues it for a loop the slot
+        # never runs) and be lost — a drain then waited its whole timeout for that slot. Held, it
+        # stays pending until the slot's handlers are the defaults (it dies of it: it was asked
+        # to stop before it began), and main() then installs its own.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_HELD)
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise
         if pid == 0:  # --- in the slot: never returns ---
             code = SlotExit.ERROR
             try:
+                faults.checkpoint("slot_forked")
+                signal.set_wakeup_fd(-1)
+                for sig in _FORK_HELD:
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
                 _child_streams()
                 os.close(rfd)
                 for fd in close:
@@ -174,9 +191,6 @@ class ProcessOps:
                         os.close(fd)
                     except OSError:
                         pass
-                signal.set_wakeup_fd(-1)
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-                    signal.signal(sig, signal.SIG_DFL)
                 from tender_pool.slots.slot import slot_main
 
                 code = slot_main(self.cfg, s.index, s.worker_id, s.proc, f"{self.marker}:{s.index}", wfd,
@@ -187,6 +201,7 @@ class ProcessOps:
                 traceback.print_exc()
             finally:
                 os._exit(int(code))
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(wfd)
         os.set_blocking(rfd, False)
         return pid, rfd

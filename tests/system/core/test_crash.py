@@ -145,3 +145,19 @@ def test_an_attempt_whose_job_was_reclaimed_elsewhere_stops_within_seconds(h):
     assert time.monotonic() - t0 < 3
     wait_until(lambda: h.daemons[0].log_events("settled", verdict="fenced"), 5, what="fenced settle")
     assert h.job(jid).token == "9.elsewhere"  # the new owner's state untouched
+
+
+def test_a_drain_signalled_to_a_slot_in_its_first_instant_is_not_lost(h):
+    """The supervisor stops while a slot it just forked still runs the supervisor's signal handlers:
+    the SIGTERM it sends that slot must not be swallowed by the inherited handler (the drain then
+    waited its whole timeout, 5 s here, for a slot that never heard it)."""
+    d = h.daemon(workers=1, faults="slot_forked")
+    slot = h.fault_pid("slot_forked")  # stopped right after the fork
+    t0 = time.monotonic()
+    d.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "draining" in d.logs(), 10, what="the drain")
+    time.sleep(0.2)  # the supervisor has sent the slot its SIGTERM
+    os.kill(slot, signal.SIGCONT)
+    assert d.proc.wait(10) == 0
+    assert time.monotonic() - t0 < 3.5, d.logs()[-2000:]
+    assert "drain_timeout_aborting_jobs" not in d.logs()
