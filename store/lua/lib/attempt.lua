@@ -1,5 +1,5 @@
 -- lib/attempt: the slot's hot path: start, settle, take (settle.lua, take.lua, settle_take.lua).
--- needs: base, keys, ctx, classes, state, lock, terminal
+-- needs: base, keys, ctx, classes, events, state, lock, terminal
 
 -- A slot's busy state names this job: delete it (a late clean-up of an old attempt never erases
 -- the state of a newer job the same slot already started).
@@ -18,7 +18,8 @@ end
 --    (keys); dep_pairs {{job:<dep>, deps:<dep>, dep id}, …}; id, user, suffix, worker, timeout_ms,
 --    lock_ttl, retention, max_waits, busy_state (table: attempt and started_at filled in here),
 --    busy_ttl, per_user, now.
--- j: the job's fields (state, cancel, waits, created_at, run, key, token, attempts, started_at).
+-- j: the job's fields (state, cancel, waits, created_at, run, key, token, attempts, started_at; all of
+--    them: ctx.row, so set_state writes the change with its event and reads no row back).
 -- Returns the start answer (take.lua's header).
 local function start_job(T, j)
   local id, user, ttl, now, ctx = T.id, T.user, T.lock_ttl, T.now, T.ctx
@@ -42,7 +43,7 @@ local function start_job(T, j)
   local function finish(st, kind, msg)
     unclaim()
     set_state(ctx, state, st, {'error', err_json(kind, msg), 'finished_at', now, 'token', ''}, true, now)
-    on_terminal(T.job, T.deps, T.ready, T.finished, id, now, T.retention)
+    on_terminal(T.job, T.deps, T.ready, T.finished, id, now, T.retention, {st, j.user, j.kind})
     pass_reservation()
     return {'ended', st, kind, msg}
   end
@@ -154,6 +155,10 @@ local function start_job(T, j)
   return {'run', token, attempt, now, tonumber(j.created_at or '-1')}
 end
 
+-- settle_job's one read of the job: its own fields, then the event row's (lib/events ROW_FIELDS).
+local SETTLE_READ = {'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash', unpack(ROW_FIELDS)}
+local SETTLE_OWN = 7
+
 -- Settle one attempt, fenced by its token, and release what it held (S: settle.lua's keys and
 -- arguments by name; keep_busy: the caller starts the slot's next job, whose busy state replaces
 -- this one, or clears it itself; ready_hi: promoted waiters, released run waiters, dependents and a
@@ -161,19 +166,24 @@ end
 local function settle_job(S)
   local id, token, outcome, now = S.id, S.token, S.outcome, S.now
   if not S.keep_busy then clear_busy(S.busy, id) end
-  local j = redis.call('HMGET', S.job, 'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash')
+  local j = redis.call('HMGET', S.job, unpack(SETTLE_READ))
   if j[1] ~= token then
     redis.call('LREM', S.proc, 0, id)  -- our own list: never leave a stale copy behind
     return {'fenced'}
   end
   local ctx = new_ctx(S.job, id, S.user, j[3], j[4], S.block, S.ready_lo, S.retention)
   ctx.ready_hi = S.ready_hi
+  local row = {}  -- the event row's fields as the hash holds them (lib/events row_values): no read-back
+  for i = SETTLE_OWN + 1, #SETTLE_READ do
+    if j[i] then row[SETTLE_READ[i]] = j[i] end
+  end
+  ctx.row = row
   local ready = {lo = S.ready_lo, hi = S.ready_hi}
   local old = j[2]
   local fields = {}
   if not S.launched then
     -- No handler process started (a rejected input): this start is taken back out of 'attempts'.
-    redis.call('HINCRBY', S.job, 'attempts', -1)
+    row.attempts = redis.call('HINCRBY', S.job, 'attempts', -1)
   end
   redis.call('LREM', S.proc, 1, id)
   redis.call('HDEL', S.started, id)
@@ -182,18 +192,18 @@ local function settle_job(S)
   -- The fair entry was consumed when the attempt started: nothing of the user's turn to pass on here.
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention)
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {'completed', row.user, row.kind})
     if j[7] then
       -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
       redis.call('HSET', S.job, 'input_hash', S.input_hash)
       if S.input_hash ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
     end
   elseif outcome == 'failed' or outcome == 'cancelled' then
-    if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
+    if S.counts_try then row.tries = redis.call('HINCRBY', S.job, 'tries', 1) end
     set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention)
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {outcome, row.user, row.kind})
   elseif outcome == 'retry' then
-    redis.call('HINCRBY', S.job, 'tries', 1)
+    row.tries = redis.call('HINCRBY', S.job, 'tries', 1)
     set_state(ctx, old, 'queued', {'error', S.error, 'token', ''}, false, now)
     redis.call('ZADD', S.delayed, now + S.backoff, j[6] == 'interactive' and ('!' .. id) or id)
   elseif outcome == 'requeue' then
@@ -298,6 +308,7 @@ local function take_job(F, A)
   local ctx = new_ctx(job_key, e, user, j.run, j.key, state_keys(base, user, j.run), F.lo, A.retention)
   with_hi(ctx, {F.hi, F.inready_hi, keyname(base, 'hibacklog', user)})
   ctx.interactive = j.priority == 'interactive'
+  ctx.row = j  -- every field, as read: set_state reads no row back
   local T = {proc = F.proc, job = job_key, started = F.started, lock = keyname(base, 'lock', user),
     wait = keyname(base, 'wait', user), waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
     deps = keyname(base, 'deps', e), ctx = ctx, sem = keyname(base, 'sem', kind, user),
