@@ -130,7 +130,8 @@ def counted(r, fn):
 def test_a_no_op_jobs_scripts_run_the_commands_they_were_cut_to(h, q):
     """The steady state of a busy slot: enqueue.lua for a new job (of a user with nothing running),
     then settle_take.lua settling the last job and starting it (per_user 1, no waiters, no
-    dependents, a plain job). 10, 34 and 15 commands before the cut (XADD included)."""
+    dependents, a plain job). Before the cut: 12 for the submit (SCRIPT EXISTS, EVALSHA and 9
+    inside, HGETALL), 36 for settle_take (XADD included)."""
     first = h.submit("noop", "u0", {})
     t = q.take("p", args(), "s0")
     assert isinstance(t.started, Started)
@@ -143,7 +144,7 @@ def test_a_no_op_jobs_scripts_run_the_commands_they_were_cut_to(h, q):
             h.r, lambda: q.settle_take("p", job, token, "completed", args(), f"s{i}", result={}))
         assert reply.answer and isinstance(nxt.started, Started)
         prev = nxt.entry.decode()
-        assert n_enqueue <= 1 + 8 + 1, n_enqueue  # Client.submit: the pipeline's HGETALL, the script
+        assert n_enqueue <= 1 + 8, n_enqueue  # Client.submit: the HGETALL read-back, the script's 8
         assert n_settle_take <= 31, (i, n_settle_take)
     _, n_take = counted(h.r, lambda: q.take("p", args(), "x"))  # nothing queued: the cheap answer
     assert n_take <= 6
