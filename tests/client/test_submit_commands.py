@@ -1,5 +1,5 @@
-"""Client.submit in one round trip of two commands: EVALSHA of enqueue.lua and the HGETALL that
-reads the job back; no SCRIPT EXISTS before each submit (the Script on a pipeline sends one). A
+"""Client.submit in one command: EVALSHA of enqueue.lua, which answers the job's record (no
+HGETALL read-back, no SCRIPT EXISTS before each submit: the Script on a pipeline sends one). A
 server that does not know the script (restarted, failed over, SCRIPT FLUSH) still gets the job."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_a_submit_sends_no_script_exists(client):
     assert c1.get("script|exists", 0) == c0.get("script|exists", 0)
     assert c1.get("script|load", 0) == c0.get("script|load", 0)
     assert c1["evalsha"] - c0["evalsha"] == 5
-    assert c1["hgetall"] - c0["hgetall"] == 5
+    assert c1["hgetall"] - c0["hgetall"] == 5  # inside enqueue.lua (is the id new?), none of the client's
 
 
 def test_a_submit_after_script_flush_loads_the_script_and_queues_once(client):
@@ -32,3 +32,16 @@ def test_a_submit_after_script_flush_loads_the_script_and_queues_once(client):
     assert (job.id, job.state, job.payload) == ("after-flush", "queued", {"a": 1})
     assert client.r.lrange(client.k.ready_lo, 0, -1).count(b"after-flush") == 1
     assert client.submit("u2", "k", {"a": 2}, job_id="after-flush").payload == {"a": 1}
+
+
+def test_the_record_a_submit_answers_is_the_hash(client):
+    from tender_pool.client.models import JobView
+    from tender_pool.client import records
+
+    for kw in ({}, {"priority": "interactive"}, {"job_id": "given"}):
+        job = client.submit("u1", "k", {"a": [1, "é"]}, **kw)
+        h = client.r.hgetall(client.k.job(job.id))
+        assert job == JobView.of(records.decode_job(records.as_dict(h)))
+        assert h[b"event_id"] and h[b"created_at"]
+    again = client.submit("u1", "k", {}, job_id="given")  # the existing job, as it is now
+    assert again == JobView.of(records.decode_job(records.as_dict(client.r.hgetall(client.k.job("given")))))
