@@ -10,16 +10,11 @@
 --         backlog:<user>, run:-, events:run:-, runwait:-, runjobs:-
 -- KEYS[13..15] the interactive class's keys (Keys.hi_keys(user)): ready:hi, inready:hi, hibacklog:<user>
 -- ARGV: 1 id, 2 kind, 3 user, 4 payload JSON, 5 priority, 6 after JSON, 7 raw entry to remove ('' none)
--- Returns {1, 'queued', record} when created, {0, <state>, record} when the id already exists
--- (nothing queued); record: the job hash as it is now, flat field/value pairs as HGETALL answers
--- (the producer reads the job back from here, not with a command of its own).
+-- Returns {1, 'queued'} when created, {0, <state>} when the id already exists (nothing queued).
 -- needs: base, ctx, classes, fairness, state
 if ARGV[7] ~= '' then redis.call('LREM', KEYS[4], 1, ARGV[7]) end
-local have = redis.call('HGETALL', KEYS[1])
-if #have > 0 then
-  local state = ''
-  for i = 1, #have, 2 do if have[i] == 'state' then state = have[i + 1] end end
-  return {0, state, have}
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {0, redis.call('HGET', KEYS[1], 'state')}
 end
 local id = ARGV[1]
 local ctx = with_hi(state_ctx(5, KEYS[1], id, ARGV[3], '', '', KEYS[3], 0), 13)
@@ -33,9 +28,4 @@ if ARGV[7] ~= '' then
 else
   queue_job(ctx, id, ARGV[5] == 'interactive')  -- (an interactive push leaves a wake token)
 end
-local record = {}  -- every field set_state wrote (ctx.row: the new hash's whole content), event_id included
-for name, value in pairs(ctx.row) do
-  record[#record + 1] = name
-  record[#record + 1] = tostring(value)
-end
-return {1, 'queued', record}
+return {1, 'queued'}

@@ -1,5 +1,5 @@
-"""Client.submit in one command: EVALSHA of enqueue.lua, which answers the job's record (no
-HGETALL read-back, no SCRIPT EXISTS before each submit: the Script on a pipeline sends one). A
+"""Client.submit in one round trip of two commands: EVALSHA of enqueue.lua and the HGETALL that
+reads the job back; no SCRIPT EXISTS before each submit (the Script on a pipeline sends one). A
 server that does not know the script (restarted, failed over, SCRIPT FLUSH) still gets the job."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_a_submit_sends_no_script_exists(client):
     assert c1.get("script|exists", 0) == c0.get("script|exists", 0)
     assert c1.get("script|load", 0) == c0.get("script|load", 0)
     assert c1["evalsha"] - c0["evalsha"] == 5
-    assert c1["hgetall"] - c0["hgetall"] == 5  # inside enqueue.lua (is the id new?), none of the client's
+    assert c1["hgetall"] - c0["hgetall"] == 5
 
 
 def test_a_submit_after_script_flush_loads_the_script_and_queues_once(client):

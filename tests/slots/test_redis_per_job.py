@@ -144,7 +144,7 @@ def test_a_no_op_jobs_scripts_run_the_commands_they_were_cut_to(h, q):
             h.r, lambda: q.settle_take("p", job, token, "completed", args(), f"s{i}", result={}))
         assert reply.answer and isinstance(nxt.started, Started)
         prev = nxt.entry.decode()
-        assert n_enqueue <= 8, n_enqueue  # Client.submit: EVALSHA and 7 inside (no read-back)
+        assert n_enqueue <= 1 + 8, n_enqueue  # Client.submit: the HGETALL read-back, EVALSHA and 7 inside
         assert n_settle_take <= 31, (i, n_settle_take)
     _, n_take = counted(h.r, lambda: q.take("p", args(), "x"))  # nothing queued: the cheap answer
     assert n_take <= 6

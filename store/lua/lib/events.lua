@@ -71,7 +71,6 @@ local function emit(ctx, etype, run_state, counts, job_state, extra, write)
     if write then
       write[#write + 1] = 'event_id'
       write[#write + 1] = id
-      ctx.row.event_id = id
     elseif row then
       redis.call('HSET', ctx.job, 'event_id', id)
     end
