@@ -1,5 +1,5 @@
 -- lib/attempt: the slot's hot path: start, settle, take (settle.lua, take.lua, settle_take.lua).
--- needs: base, keys, ctx, classes, events, state, lock, terminal
+-- needs: base, keys, ctx, classes, state, lock, terminal
 
 -- A slot's busy state names this job: delete it (a late clean-up of an old attempt never erases
 -- the state of a newer job the same slot already started).
@@ -155,10 +155,6 @@ local function start_job(T, j)
   return {'run', token, attempt, now, tonumber(j.created_at or '-1')}
 end
 
--- settle_job's one read of the job: its own fields, then the event row's (lib/events ROW_FIELDS).
-local SETTLE_READ = {'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash', unpack(ROW_FIELDS)}
-local SETTLE_OWN = 7
-
 -- Settle one attempt, fenced by its token, and release what it held (S: settle.lua's keys and
 -- arguments by name; keep_busy: the caller starts the slot's next job, whose busy state replaces
 -- this one, or clears it itself; ready_hi: promoted waiters, released run waiters, dependents and a
@@ -166,24 +162,22 @@ local SETTLE_OWN = 7
 local function settle_job(S)
   local id, token, outcome, now = S.id, S.token, S.outcome, S.now
   if not S.keep_busy then clear_busy(S.busy, id) end
-  local j = redis.call('HMGET', S.job, unpack(SETTLE_READ))
+  -- (user and kind: the history indexes on_terminal writes; the state is the one set here)
+  local j = redis.call('HMGET', S.job, 'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash', 'user', 'kind')
   if j[1] ~= token then
     redis.call('LREM', S.proc, 0, id)  -- our own list: never leave a stale copy behind
     return {'fenced'}
   end
   local ctx = new_ctx(S.job, id, S.user, j[3], j[4], S.block, S.ready_lo, S.retention)
   ctx.ready_hi = S.ready_hi
-  local row = {}  -- the event row's fields as the hash holds them (lib/events row_values): no read-back
-  for i = SETTLE_OWN + 1, #SETTLE_READ do
-    if j[i] then row[SETTLE_READ[i]] = j[i] end
-  end
-  ctx.row = row
+  -- (no ctx.row here: the settle's change is written, then its event row read back, as measured
+  -- cheaper for Redis than building the row in Lua; bench/bench_pool.py --redis-only)
   local ready = {lo = S.ready_lo, hi = S.ready_hi}
   local old = j[2]
   local fields = {}
   if not S.launched then
     -- No handler process started (a rejected input): this start is taken back out of 'attempts'.
-    row.attempts = redis.call('HINCRBY', S.job, 'attempts', -1)
+    redis.call('HINCRBY', S.job, 'attempts', -1)
   end
   redis.call('LREM', S.proc, 1, id)
   redis.call('HDEL', S.started, id)
@@ -192,18 +186,18 @@ local function settle_job(S)
   -- The fair entry was consumed when the attempt started: nothing of the user's turn to pass on here.
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {'completed', row.user, row.kind})
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {'completed', j[8], j[9]})
     if j[7] then
       -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
       redis.call('HSET', S.job, 'input_hash', S.input_hash)
       if S.input_hash ~= '' then redis.call('SET', S.done, id, 'PX', tonumber(S.retention) * 1000) end
     end
   elseif outcome == 'failed' or outcome == 'cancelled' then
-    if S.counts_try then row.tries = redis.call('HINCRBY', S.job, 'tries', 1) end
+    if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
     set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {outcome, row.user, row.kind})
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {outcome, j[8], j[9]})
   elseif outcome == 'retry' then
-    row.tries = redis.call('HINCRBY', S.job, 'tries', 1)
+    redis.call('HINCRBY', S.job, 'tries', 1)
     set_state(ctx, old, 'queued', {'error', S.error, 'token', ''}, false, now)
     redis.call('ZADD', S.delayed, now + S.backoff, j[6] == 'interactive' and ('!' .. id) or id)
   elseif outcome == 'requeue' then
