@@ -16,7 +16,11 @@ slow log at 0 µs attributes every command to the script (or plain command) that
 (producer: ``Client.submit``; daemon: slots and supervisor), with the stream work (XADD, XTRIM, group
 reads: every X… command) in its own column, and each script's own time (its slow-log duration).
 ``--base TREE`` (another checkout of this repository, e.g. a worktree of main) runs the same bench on
-that tree's code too, interleaved with this one's, for a paired A/B in one run.
+that tree's code too, interleaved with this one's, for a paired A/B in one run. On a loaded machine the
+CPU figures of whole bursts swing by ±30 %; ``--scripts-ab TREE`` compares the two trees' enqueue.lua
+and settle_take.lua call by call instead (one redis-server, no daemon, the two trees' calls
+interleaved, each call's slow-log duration), which holds to a few per cent; ``--aa`` runs it with the
+base tree on both sides, to see the method's own bias.
 """
 
 from __future__ import annotations
@@ -261,13 +265,7 @@ def redis_only(args: argparse.Namespace) -> None:
 
 def redis_ab(args: argparse.Namespace) -> None:
     """Base and ours interleaved, each run a fresh redis-server and daemon (this script, the tree's code)."""
-    base = Path(args.base).resolve()
-    shim = Path(tempfile.mkdtemp(prefix="tp-base-shim-"))
-    pkg = shim / "tender_pool"
-    pkg.mkdir()
-    for sub in ("store", "supervisor", "slots", "extract", "client", "web"):
-        (pkg / sub).symlink_to(base / sub)
-    (pkg / "__init__.py").write_text("")
+    shim = _shim(Path(args.base).resolve())
     rows: dict[str, list[str]] = {"base": [], "ours": []}
     try:
         for _ in range(args.reps):
@@ -284,6 +282,88 @@ def redis_ab(args: argparse.Namespace) -> None:
             for line in lines:
                 print("  " + line)
     finally:
+        shutil.rmtree(shim, ignore_errors=True)
+
+
+def _shim(base: Path) -> Path:
+    """A directory that makes ``import tender_pool`` load ``base``'s code (on PYTHONPATH)."""
+    shim = Path(tempfile.mkdtemp(prefix="tp-base-shim-"))
+    pkg = shim / "tender_pool"
+    pkg.mkdir()
+    for sub in ("store", "supervisor", "slots", "extract", "client", "web"):
+        (pkg / sub).symlink_to(base / sub)
+    (pkg / "__init__.py").write_text("")
+    return shim
+
+
+def scripts_ab(base_tree: str, n: int, aa: bool) -> None:
+    """enqueue.lua and settle_take.lua of the base tree and of this one, call by call (see the top)."""
+    import msgspec
+
+    from tender_pool.slots.queue import Queue, Started, TakeArgs
+    from tender_pool.store.connection import connect
+    from tender_pool.store.keys import Keys
+    from tender_pool.store.script_args import EnqueueCall
+
+    shim = _shim(Path(base_tree).resolve())
+    tmp = Path(tempfile.mkdtemp(prefix="tp-bench-"))
+    rp, sock = start_redis(tmp)
+    try:
+        def text(name: str, base: bool) -> str:
+            env = dict(os.environ, PYTHONPATH=str(shim)) if base else dict(os.environ)
+            code = f"from tender_pool.store import scripts; print(scripts.text({name!r}), end='')"
+            return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True).stdout
+
+        r = redis.Redis(unix_socket_path=sock)
+        ta = TakeArgs(worker="w1", pid=1, lock_ttl_ms=60000, retention_s=3600, max_waits=100, busy_ttl_ms=60000,
+                      limits=msgspec.json.encode({"*": [10000, 1]}))
+        queues, label, enq, cur = {}, {}, {}, {}
+        for side in ("base", "ours"):
+            q = Queue(connect(f"unix://{sock}"), Keys(f"ab{side}", "q"))
+            for name in ("take", "settle_take", "enqueue"):
+                t = text(name, side == "base" or aa) + ("\n-- ours" if side == "ours" and aa else "")
+                q._texts[name] = t
+                label[hashlib.sha1(t.encode()).hexdigest()] = f"{side} {name}"
+            enq[side] = r.script_load(q._texts["enqueue"])
+            queues[side] = q
+
+        def submit(side: str, jid: str, user: str) -> None:
+            k = queues[side].k
+            c = EnqueueCall(job=k.job(jid), ready=k.ready("bulk"), ready_lo=k.ready_lo, proc=k.ready_lo,
+                            state_block=k.state_keys(user), hi_keys=k.hi_keys(user), id=jid, kind="noop", user=user,
+                            payload=b"{}", priority="bulk", after=b"[]")
+            keys = c.keys()
+            r.evalsha(enq[side], len(keys), *keys, *c.args())
+
+        for side, q in queues.items():
+            submit(side, "j0", "u0")
+            cur[side] = q.take("p", ta, "x0")
+        r.config_set("slowlog-max-len", 100 * n)  # every Lua-internal command takes an entry too
+        r.config_set("slowlog-log-slower-than", 0)
+        r.slowlog_reset()
+        for i in range(1, n + 1):
+            for side in (("base", "ours") if i % 2 else ("ours", "base")):
+                submit(side, f"j{i}", f"u{i % 50}")
+                q, t = queues[side], cur[side]
+                _, cur[side] = q.settle_take("p", q.get(t.entry.decode()), t.started.token, "completed", ta, f"x{i}",
+                                             result={})
+                assert isinstance(cur[side].started, Started)
+        r.config_set("slowlog-log-slower-than", 10000)
+        got: dict[str, list[int]] = defaultdict(list)
+        for e in r.slowlog_get(-1):
+            a = e["command"].split(b" ")
+            if a[0] == b"EVALSHA" and a[1].decode() in label:
+                got[label[a[1].decode()]].append(e["duration"])
+        print(f"per call, slow-log µs (Lua-internal commands included), {n} calls a side interleaved; "
+              f"load {open('/proc/loadavg').read().split()[0]}{' (A/A: base on both sides)' if aa else ''}")
+        for name, v in sorted(got.items()):
+            v.sort()
+            print(f"  {name:<18} p10 {v[len(v) // 10]:>5}  p25 {v[len(v) // 4]:>5}  median {statistics.median(v):>7.1f}"
+                  f"  ({len(v)} calls)")
+    finally:
+        rp.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(shim, ignore_errors=True)
 
 
@@ -356,7 +436,11 @@ def main() -> None:
     ap.add_argument("--redis-only", action="store_true", help="only the Redis-per-job figures")
     ap.add_argument("--reps", type=int, default=1, help="--redis-only: bursts (runs, with --base) of each")
     ap.add_argument("--base", help="--redis-only: another checkout to measure too, interleaved (paired A/B)")
+    ap.add_argument("--scripts-ab", metavar="TREE", help="enqueue/settle_take of TREE against ours, call by call")
+    ap.add_argument("--aa", action="store_true", help="--scripts-ab with TREE on both sides (the method's bias)")
     args = ap.parse_args()
+    if args.scripts_ab:
+        return scripts_ab(args.scripts_ab, args.jobs, args.aa)
     if args.redis_only:
         return redis_only(args)
     tmp = Path(tempfile.mkdtemp(prefix="tp-bench-"))
