@@ -171,7 +171,7 @@ local function settle_job(S)
   local ctx = new_ctx(S.job, id, S.user, j[3], j[4], S.block, S.ready_lo, S.retention)
   ctx.ready_hi = S.ready_hi
   -- (no ctx.row here: the settle's change is written, then its event row read back, as measured
-  -- cheaper for Redis than building the row in Lua; bench/bench_pool.py --redis-only)
+  -- cheaper for Redis than building the row in Lua: bench/bench_pool.py --scripts-ab)
   local ready = {lo = S.ready_lo, hi = S.ready_hi}
   local old = j[2]
   local fields = {}
