@@ -161,11 +161,25 @@ class Client:
                                kind=req.kind, user=req.user, payload=_json.encode(req.payload),
                                priority=req.priority, after=_json.encode(req.after))
 
-            def write(p: Any) -> None:  # the job is read back in the same round trip
-                self._scripts["enqueue"](keys=call.keys(), args=call.args(), client=p)
+            script = self._scripts["enqueue"]
+            keys, argv = call.keys(), call.args()
+
+            # The job is read back in the same round trip. (enqueue.lua answering the record instead
+            # saves the HGETALL but costs Redis more CPU: a Lua table turned into a reply is dearer
+            # than HGETALL's own, bench/bench_pool.py --redis-only.)
+            def write(p: Any) -> None:
+                # EVALSHA itself: the Script on a pipeline sends SCRIPT EXISTS first, every time
+                p.evalsha(script.sha, len(keys), *keys, *argv)
                 p.hgetall(k.job(jid))
 
-            _created, h = wait_replicated(self.r, self.replicas, self.wait_ms, write)
+            def write_loading(p: Any) -> None:  # Redis did not know the script: the Script loads it
+                script(keys=keys, args=argv, client=p)
+                p.hgetall(k.job(jid))
+
+            try:
+                _created, h = wait_replicated(self.r, self.replicas, self.wait_ms, write)
+            except redis.exceptions.NoScriptError:  # restarted, failed over or flushed: nothing was written
+                _created, h = wait_replicated(self.r, self.replicas, self.wait_ms, write_loading)
         if not h:  # expired at once (a zero retention): it existed
             raise NotFound(f"no such job: {jid}")
         return JobView.of(records.decode_job(records.as_dict(h)))

@@ -18,6 +18,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 local id = ARGV[1]
 local ctx = with_hi(state_ctx(5, KEYS[1], id, ARGV[3], '', '', KEYS[3], 0), 13)
+ctx.row = {}  -- a new hash: its fields are the ones set_state writes (no read-back of its event row)
 set_state(ctx, nil, 'queued', {'id', id, 'kind', ARGV[2], 'user', ARGV[3], 'payload', ARGV[4],
   'priority', ARGV[5], 'after', ARGV[6], 'attempts', 0, 'tries', 0, 'interruptions', 0, 'crashes', 0,
   'waits', 0, 'created_at', now_ms()}, false)

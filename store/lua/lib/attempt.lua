@@ -18,7 +18,8 @@ end
 --    (keys); dep_pairs {{job:<dep>, deps:<dep>, dep id}, …}; id, user, suffix, worker, timeout_ms,
 --    lock_ttl, retention, max_waits, busy_state (table: attempt and started_at filled in here),
 --    busy_ttl, per_user, now.
--- j: the job's fields (state, cancel, waits, created_at, run, key, token, attempts, started_at).
+-- j: the job's fields (state, cancel, waits, created_at, run, key, token, attempts, started_at; all of
+--    them: ctx.row, so set_state writes the change with its event and reads no row back).
 -- Returns the start answer (take.lua's header).
 local function start_job(T, j)
   local id, user, ttl, now, ctx = T.id, T.user, T.lock_ttl, T.now, T.ctx
@@ -42,7 +43,7 @@ local function start_job(T, j)
   local function finish(st, kind, msg)
     unclaim()
     set_state(ctx, state, st, {'error', err_json(kind, msg), 'finished_at', now, 'token', ''}, true, now)
-    on_terminal(T.job, T.deps, T.ready, T.finished, id, now, T.retention)
+    on_terminal(T.job, T.deps, T.ready, T.finished, id, now, T.retention, {st, j.user, j.kind})
     pass_reservation()
     return {'ended', st, kind, msg}
   end
@@ -161,13 +162,16 @@ end
 local function settle_job(S)
   local id, token, outcome, now = S.id, S.token, S.outcome, S.now
   if not S.keep_busy then clear_busy(S.busy, id) end
-  local j = redis.call('HMGET', S.job, 'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash')
+  -- (user and kind: the history indexes on_terminal writes; the state is the one set here)
+  local j = redis.call('HMGET', S.job, 'token', 'state', 'run', 'key', 'conc', 'priority', 'input_hash', 'user', 'kind')
   if j[1] ~= token then
     redis.call('LREM', S.proc, 0, id)  -- our own list: never leave a stale copy behind
     return {'fenced'}
   end
   local ctx = new_ctx(S.job, id, S.user, j[3], j[4], S.block, S.ready_lo, S.retention)
   ctx.ready_hi = S.ready_hi
+  -- (no ctx.row here: the settle's change is written, then its event row read back, as measured
+  -- cheaper for Redis than building the row in Lua: bench/bench_pool.py --scripts-ab)
   local ready = {lo = S.ready_lo, hi = S.ready_hi}
   local old = j[2]
   local fields = {}
@@ -182,7 +186,7 @@ local function settle_job(S)
   -- The fair entry was consumed when the attempt started: nothing of the user's turn to pass on here.
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention)
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {'completed', j[8], j[9]})
     if j[7] then
       -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
       redis.call('HSET', S.job, 'input_hash', S.input_hash)
@@ -191,7 +195,7 @@ local function settle_job(S)
   elseif outcome == 'failed' or outcome == 'cancelled' then
     if S.counts_try then redis.call('HINCRBY', S.job, 'tries', 1) end
     set_state(ctx, old, outcome, {'error', S.error, 'finished_at', now, 'token', ''}, false, now)
-    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention)
+    on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {outcome, j[8], j[9]})
   elseif outcome == 'retry' then
     redis.call('HINCRBY', S.job, 'tries', 1)
     set_state(ctx, old, 'queued', {'error', S.error, 'token', ''}, false, now)
@@ -298,6 +302,7 @@ local function take_job(F, A)
   local ctx = new_ctx(job_key, e, user, j.run, j.key, state_keys(base, user, j.run), F.lo, A.retention)
   with_hi(ctx, {F.hi, F.inready_hi, keyname(base, 'hibacklog', user)})
   ctx.interactive = j.priority == 'interactive'
+  ctx.row = j  -- every field, as read: set_state reads no row back
   local T = {proc = F.proc, job = job_key, started = F.started, lock = keyname(base, 'lock', user),
     wait = keyname(base, 'wait', user), waitusers = F.waitusers, ready = {lo = F.lo, hi = F.hi}, finished = F.finished,
     deps = keyname(base, 'deps', e), ctx = ctx, sem = keyname(base, 'sem', kind, user),

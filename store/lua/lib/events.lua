@@ -19,12 +19,26 @@ local function run_view(ctx)
   return v[1] or 'pending', v[2] == '1', tonumber(v[3] or '0') or 0, counts
 end
 
+-- A job event's row fields, as the hash has them after the change: read back (HMGET), or, when the
+-- caller knows the hash (ctx.row: its fields by name, as read in the same step) and hands the change's
+-- own field/value pairs (`write`), from those without a read (ctx.row is kept up to date with them).
+local function row_values(ctx, write)
+  if not write then return redis.call('HMGET', ctx.job, unpack(ROW_FIELDS)) end
+  local row = ctx.row
+  for i = 1, #write, 2 do row[write[i]] = write[i + 1] end
+  local v = {}
+  for i, name in ipairs(ROW_FIELDS) do v[i] = row[name] end
+  return v
+end
+
 -- One event: {type, run_id, state, counts, job_id, key, job_state} (+ extra fields), field `e`.
 -- Readers add `id` (the stream id). Plain jobs: run_id, state and counts are null. A job's state
 -- change also carries the job's row fields (ROW_FIELDS, as the hash has them after the change:
 -- times in ms), and its queue-wide stream id is kept in the job's `event_id` (the row's version).
 -- `skipped_from` (job events only): ctx.skipped_from, set by the caller that skips a job, else null.
-local function emit(ctx, etype, run_state, counts, job_state, extra)
+-- `write` (with ctx.row; set_state's): the change's field/value pairs, written to the job here in one
+-- HSET with its `event_id` (no separate write of the change, no read-back of the row).
+local function emit(ctx, etype, run_state, counts, job_state, extra, write)
   local ev = {type = etype, run_id = ctx.run_id ~= '' and ctx.run_id or cjson.null,
     state = run_state or cjson.null, counts = counts or cjson.null,
     job_id = job_state and ctx.id or cjson.null, key = (job_state and ctx.item ~= '') and ctx.item or cjson.null,
@@ -32,7 +46,7 @@ local function emit(ctx, etype, run_state, counts, job_state, extra)
   if job_state then ev.skipped_from = ctx.skipped_from or cjson.null end
   local row = job_state and etype ~= 'job_progress'
   if row then
-    local v = redis.call('HMGET', ctx.job, unpack(ROW_FIELDS))
+    local v = row_values(ctx, write)
     for i, name in ipairs(ROW_FIELDS) do
       local x = v[i]
       if name == 'error' then
@@ -54,6 +68,12 @@ local function emit(ctx, etype, run_state, counts, job_state, extra)
   end
   if etype ~= 'job_progress' or ctx.run_id == '' then
     local id = redis.call('XADD', ctx.events, '*', 'e', body)
-    if row then redis.call('HSET', ctx.job, 'event_id', id) end
+    if write then
+      write[#write + 1] = 'event_id'
+      write[#write + 1] = id
+    elseif row then
+      redis.call('HSET', ctx.job, 'event_id', id)
+    end
   end
+  if write then redis.call('HSET', ctx.job, unpack(write)) end
 end

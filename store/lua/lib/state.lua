@@ -16,9 +16,17 @@ local EVENT_TYPE = {queued = 'job_queued', waiting = 'job_waiting', running = 'j
 -- `consume_fair`: the job leaves the user's turn (true on running and terminal states; pass it for
 -- a dependency park, never for a park behind the user's lock, semaphore or max_parallel: then the
 -- top-up waits until the parked job runs, so one user's jobs never drain through every slot).
+-- With ctx.row (the caller read the job's fields in this step: lib/events row_values) the change is
+-- written with its event, in one HSET (no read-back of the row): nothing here reads the job hash.
 -- Returns the run's state ('' for a plain job).
 local function set_state(ctx, old, new, fields, consume_fair, now)
-  redis.call('HSET', ctx.job, 'state', new, unpack(fields or {}))
+  local write = nil
+  if ctx.row then
+    write = {'state', new}
+    for _, x in ipairs(fields or {}) do write[#write + 1] = x end
+  else
+    redis.call('HSET', ctx.job, 'state', new, unpack(fields or {}))
+  end
   if new == 'running' and old ~= 'running' then
     ctx.n_active = redis.call('HINCRBY', ctx.active, ctx.user, 1)
   elseif old == 'running' and new ~= 'running' then
@@ -27,7 +35,7 @@ local function set_state(ctx, old, new, fields, consume_fair, now)
   if consume_fair == nil then consume_fair = new == 'running' or TERMINAL[new] end
   if consume_fair then drop_fair(ctx) end
   if ctx.run_id == '' then
-    emit(ctx, EVENT_TYPE[new], nil, nil, new)
+    emit(ctx, EVENT_TYPE[new], nil, nil, new, nil, write)
     return ''
   end
   local o, n = RUN_COUNT[old or ''], RUN_COUNT[new]
@@ -50,7 +58,7 @@ local function set_state(ctx, old, new, fields, consume_fair, now)
     final = final_state(cancel, counts)
     rstate = final
   end
-  emit(ctx, EVENT_TYPE[new], rstate, counts, new)
+  emit(ctx, EVENT_TYPE[new], rstate, counts, new, nil, write)
   if final then finish_run(ctx, final, counts, now or now_ms()) end
   return rstate
 end

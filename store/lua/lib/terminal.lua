@@ -11,8 +11,9 @@
 -- indexes holding something past the retention. A hash without user or kind (a dead-lettered bad
 -- record) is in `finished` only: history cannot decode it anyway.
 -- The dependents go back to the front of their class's ready list: `ready` is ready:lo's name or
--- {lo, hi} (push_front).
-local function on_terminal(job_key, deps_key, ready, finished_key, id, now, retention_s)
+-- {lo, hi} (push_front). `known`: {state, user, kind} when the caller knows what the hash holds
+-- now (it wrote the state and read the rest in this step): no read-back.
+local function on_terminal(job_key, deps_key, ready, finished_key, id, now, retention_s, known)
   if type(ready) ~= 'table' then ready = {lo = ready} end
   local deps = redis.call('LRANGE', deps_key, 0, -1)
   if #deps > 0 then
@@ -21,7 +22,7 @@ local function on_terminal(job_key, deps_key, ready, finished_key, id, now, rete
   end
   redis.call('ZADD', finished_key, now, id)
   redis.call('EXPIRE', job_key, retention_s)
-  local j = redis.call('HMGET', job_key, 'state', 'user', 'kind')
+  local j = known or redis.call('HMGET', job_key, 'state', 'user', 'kind')
   local state, user, kind = j[1], j[2], j[3]
   if not (state and user and kind) then return end
   -- (a run job reopened by run_retry.lua left every index then: nothing of its old end is here)
