@@ -21,6 +21,7 @@ Imports only stdlib, msgspec and ``blocks``: the supervisor imports this module,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -31,7 +32,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
 import msgspec
 
@@ -528,18 +529,19 @@ class _Retry(Exception):
 
 
 def check_archive(*, rebuild: bool = True, timeout: float = 300.0,
-                  on_start: Callable[[int], None] | None = None) -> bool:
+                  on_start: Callable[[int], None] | None = None, spawn_lock: ContextManager | None = None) -> bool:
     """Start-up check: does the JVM still accept the CDS archive (-Xshare:on)? Rebuilds it when it does not.
 
     A JDK or jar update silently invalidates the archive; under -Xshare:auto that only costs speed, so this
     is an optimisation guard, not a correctness one. Returns True when the archive is usable afterwards.
     ``on_start`` gets each child's pid (the supervisor keeps it out of its orphan sweep). The verdict is
     read from the children's output, never from an exit status alone: the supervisor's ``waitpid(-1)``
-    may reap a child first (the status then reads 0).
+    may reap a child first (the status then reads 0). ``spawn_lock`` is held while each child and its
+    pipes are made (the supervisor's forks take it too: a process forked then would hold the pipes open).
     """
     build = _REPO_JVM / "build.sh"
     if rebuild and build.is_file() and jvm_dir() == _REPO_JVM / "build":
-        out, err = _check_run([str(build), "--check"], timeout, on_start)
+        out, err = _check_run([str(build), "--check"], timeout, on_start, spawn_lock)
         if b"\narchive: " not in b"\n" + out:  # build.sh prints the paths only once its smoke passed
             return False
         if b"rebuilding" not in err:  # it ran the -Xshare:on smoke itself, and it passed: one JVM
@@ -551,13 +553,16 @@ def check_archive(*, rebuild: bool = True, timeout: float = 300.0,
     )
     if not (d / ARCHIVE_NAME).is_file() or not training.is_file():
         return False
-    out, _ = _check_run([*java_command("256m", share="on"), "doc", str(training)], timeout, on_start)
+    out, _ = _check_run([*java_command("256m", share="on"), "doc", str(training)], timeout, on_start,
+                      spawn_lock)
     return b'{"t":"end"' in out  # a JVM that rejects the archive under -Xshare:on says so on stdout too
 
 
-def _check_run(argv: list[str], timeout: float, on_start: Callable[[int], None] | None) -> tuple[bytes, bytes]:
+def _check_run(argv: list[str], timeout: float, on_start: Callable[[int], None] | None,
+               spawn_lock: ContextManager | None = None) -> tuple[bytes, bytes]:
     # its own process group: a supervisor stopping before the check ends kills the check's whole tree
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    with spawn_lock or contextlib.nullcontext():
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     if on_start is not None:
         on_start(p.pid)
     try:

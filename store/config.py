@@ -15,7 +15,7 @@ import socket
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ContextManager, Mapping
 
 import msgspec
 
@@ -290,7 +290,7 @@ def has_functions(cfg: Config) -> bool:
 
 
 def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: float = FUNCTION_CHECK_TIMEOUT,
-                    on_start: Callable[[int], None] | None = None) -> None:
+                    on_start: Callable[[int], None] | None = None, spawn_lock: ContextManager | None = None) -> None:
     """Import every function handler's ``function`` (and ``after_fork``) in a short-lived child
     process, as a slot will: a module that fails to import, lacks the attribute or names something
     not callable refuses the config (ConfigError: ``handlers.NAME.function: <spec>: <why>``), and
@@ -299,6 +299,7 @@ def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: flo
     ``on_start`` gets the child's pid (the supervisor keeps it out of its orphan sweep). The verdict
     is read from the child's stdout, never from its exit status alone: the supervisor's
     ``waitpid(-1)`` may reap it first (then the status reads 0)."""
+    import contextlib
     import subprocess
     import sys
 
@@ -308,8 +309,9 @@ def check_functions(cfg: Config, sys_path: list[str] | None = None, timeout: flo
         return
     req = msgspec.json.encode({"sys_path": sys.path if sys_path is None else sys_path, "handlers": todo})
     first = sorted(todo)[0]
-    p = subprocess.Popen([sys.executable, "-m", "tender_pool.slots.function_import"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with spawn_lock or contextlib.nullcontext():  # no process forked meanwhile holds the pipes open
+        p = subprocess.Popen([sys.executable, "-m", "tender_pool.slots.function_import"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if on_start is not None:
         on_start(p.pid)
     try:

@@ -11,7 +11,9 @@ Fork safety: slots are forked while the thread runs. It only waits on pipes and 
 of ``extract.jvm`` happens in the caller's thread, before it starts), logs nothing and takes no lock a
 forked slot could need; the main loop logs the verdict (``Daemon.finish_archive_check``) and keeps the
 child's pid out of its orphan sweep. The verdict comes from the child's output, not its exit status,
-which the main loop's ``waitpid(-1)`` may take first."""
+which the main loop's ``waitpid(-1)`` may take first. The child and its pipes are made under
+``forking.SPAWN_LOCK``, which every slot fork takes too: a slot forked in that instant would hold
+the pipes' write ends for its whole life, and the check would never read to their end."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import signal
 import threading
 import time
 from typing import Callable
+
+from tender_pool.supervisor.forking import SPAWN_LOCK
 
 
 class ArchiveCheck:
@@ -46,7 +50,8 @@ class ArchiveCheck:
     def _check(self) -> None:
         t0 = time.monotonic()
         try:
-            self.usable = self._run(rebuild=True, timeout=self.timeout, on_start=self._on_start)
+            self.usable = self._run(rebuild=True, timeout=self.timeout, on_start=self._on_start,
+                                    spawn_lock=SPAWN_LOCK)
         except Exception as e:  # noqa: BLE001 - a missing JDK must not stop the pool
             self.error = str(e)
         finally:

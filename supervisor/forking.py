@@ -38,6 +38,7 @@ import io
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -136,6 +137,10 @@ def _libc_malloc_trim() -> Callable[[int], int] | None:
 _malloc_trim = _libc_malloc_trim()
 # the supervisor's own signals (daemon.run installs its handlers for them), held across a slot's fork
 _FORK_HELD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+# Held by a supervisor thread while it creates a child with pipes (the JVM archive check, a reload's
+# import check) and by every slot fork: a slot forked in between would inherit the write ends of
+# that child's pipes and keep them open for its whole life, and the thread's read would never end.
+SPAWN_LOCK = threading.Lock()
 
 
 def _child_streams() -> None:
@@ -172,7 +177,8 @@ class ProcessOps:
         # to stop before it began), and main() then installs its own.
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_HELD)
         try:
-            pid = os.fork()
+            with SPAWN_LOCK:
+                pid = os.fork()
         except BaseException:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
             raise

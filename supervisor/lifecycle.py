@@ -14,6 +14,7 @@ from typing import Callable
 
 from tender_pool.supervisor import control
 from tender_pool.store.config import Config, ConfigError, check_functions, has_functions, load
+from tender_pool.supervisor.forking import SPAWN_LOCK
 from tender_pool.supervisor.slot_table import SlotState, SlotTable
 from tender_pool.client.status_protocol import STATUS_PROTOCOL
 
@@ -49,7 +50,7 @@ class PendingReload:
 
     def _check(self) -> None:
         try:
-            check_functions(self.new, on_start=self._on_start)
+            check_functions(self.new, on_start=self._on_start, spawn_lock=SPAWN_LOCK)
         except ConfigError as e:
             self.error = e
         except Exception as e:  # noqa: BLE001 - cannot even start the child (EAGAIN): reject, say why
