@@ -23,7 +23,11 @@ venv: deps
 jvm: deps
 	@if [ -x jvm/build.sh ]; then bash jvm/build.sh; fi
 
+# Our packages' bytecode, written once: every daemon and CLI process the tests (or systemd) start
+# imports ~0.2 s less, and a shell with PYTHONDONTWRITEBYTECODE=1 would otherwise compile them anew
+# in each process (compileall writes .pyc whatever that variable says)
 setup: venv jvm
+	@$(PY) -m compileall -q -j 0 store client supervisor slots extract web >/dev/null
 
 run: setup
 	@bash deploy/quickstart.sh
