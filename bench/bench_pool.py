@@ -73,6 +73,14 @@ def write_config(tmp: Path, sock: str, prefix: str) -> Path:
                            input_roots=(str(REPO / "jvm" / "training"),))
 
 
+def start_pool(tmp: Path, sock: str, log_path: str | None) -> tuple[subprocess.Popen, Client]:
+    """``tender-pool run`` on the bench config (its log to ``log_path``, if given) and a producer's Client."""
+    cfg = write_config(tmp, sock, "bench")
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
+    d = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stderr=log, start_new_session=True)
+    return d, Client(f"unix://{sock}", "bench")
+
+
 def wait_done(q: Client, ids: list[str], timeout: float = 600, admin: redis.Redis | None = None) -> None:
     r = admin or q.r
     end = time.monotonic() + timeout
@@ -239,10 +247,7 @@ def redis_only(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="tp-bench-"))
     rp, sock = start_redis(tmp)
     try:
-        cfg = write_config(tmp, sock, "bench")
-        log = open(args.log, "w") if args.log else subprocess.DEVNULL
-        d = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stderr=log, start_new_session=True)
-        q = Client(f"unix://{sock}", "bench")
+        d, q = start_pool(tmp, sock, args.log)
         q.r.connection_pool.connection_kwargs["client_name"] = PRODUCER
         admin = redis.Redis(unix_socket_path=sock, client_name=ADMIN)
         while len(psutil.Process(d.pid).children()) < 4:
@@ -446,10 +451,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="tp-bench-"))
     rp, sock = start_redis(tmp)
     try:
-        cfg = write_config(tmp, sock, "bench")
-        log = open(args.log, "w") if args.log else subprocess.DEVNULL
-        d = subprocess.Popen([str(BIN), "run", "-c", str(cfg)], stderr=log, start_new_session=True)
-        q = Client(f"unix://{sock}", "bench")
+        d, q = start_pool(tmp, sock, args.log)
         while len(psutil.Process(d.pid).children()) < 4:
             time.sleep(0.05)
         time.sleep(1.5)
