@@ -246,7 +246,7 @@ class ForkServer:
         for load in self.loads.values():
             problem = self._ask(load, "loaded")[1]
             if problem:
-                raise ServerGone(f"the restarted fork server cannot import {load.function}: {problem}")
+                raise ServerGone(f"the restarted fork server cannot import {load[2]}: {problem}")
 
     def stop(self) -> None:
         """Close the socket (the server exits on EOF) and reap it."""

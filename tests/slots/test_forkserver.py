@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from tender_pool.slots import forkserver, runner
-from tender_pool.slots.forkserver import ForkServer
+from tender_pool.slots.forkserver import ForkServer, ServerGone
 from tender_pool.store.config import Config
 from tender_pool.store.records import JobRecord
 
@@ -181,3 +181,14 @@ def test_a_slow_import_ticks_and_one_past_its_limit_is_the_problem(server, tmp_p
     assert problem == "importing it took more than 0.5 s" and time.monotonic() - t0 < 5
     assert not s.alive()  # the server stuck in the import is gone; the next load starts another
     assert s.load("slow2", "fsslow:f", None, [path]) is None
+
+
+@pytest.mark.timeout(60)
+def test_a_restarted_server_that_cannot_import_again_names_the_function(server, tmp_path):
+    s, path = server
+    (tmp_path / "fsgone.py").write_text("def f(ctx):\n    return 1\n")
+    assert s.load("gone", "fsgone:f", None, [path]) is None
+    (tmp_path / "fsgone.py").unlink()
+    s.stop()  # the next attempt starts a new server, which imports every loaded function again
+    with pytest.raises(ServerGone, match="cannot import fsgone:f"):
+        s._ensure()
