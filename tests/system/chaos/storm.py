@@ -23,7 +23,7 @@ from conftest import JOBS, PYTHON, Daemon
 from support.proxy import Proxy
 
 LONG = os.environ.get("TENDER_POOL_CHAOS_LONG") == "1"
-JOBS_N = int(os.environ.get("TENDER_POOL_CHAOS_JOBS") or (20000 if LONG else 2000))
+JOBS_N = int(os.environ.get("TENDER_POOL_CHAOS_JOBS") or (20000 if LONG else 1200))
 USERS = max(6, JOBS_N // 10)
 # seconds of chaos (submissions take its first half); TENDER_POOL_CHAOS_WINDOW for quick trials
 WINDOW = float(os.environ.get("TENDER_POOL_CHAOS_WINDOW") or max(60.0, JOBS_N * 0.05))

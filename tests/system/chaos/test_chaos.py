@@ -27,9 +27,10 @@ driver acts on is storm.py):
   - nothing left in Redis (processing lists, locks, wait lists, ready, delayed);
   - 0 processes of ours once the daemons are stopped (everything they started carries a marker).
 
-Sizes: 2,000 jobs over 200 users by default in a 100 s window (about 2.5 minutes on 2 cores: the
-window bounds it; ~0.2 s of work a job on 4–6 slots fits inside it, so the chaos, ~1 action a second,
-lands on a busy pool); ``--long`` (with ``tests/system/chaos`` on
+Sizes: 1,200 jobs over 120 users by default in a 60 s window (about 80 s on 2 cores: the window
+bounds it; ~0.2 s of work a job on 4–6 slots fits inside it, so the chaos, ~1 action a second, lands
+on a busy pool; 24 slot kills, 24 job-group kills, 2 supervisor kills, a Redis restart, a stall and a
+black-hole); ``--long`` (with ``tests/system/chaos`` on
 the command line) or TENDER_POOL_CHAOS_LONG=1: 20,000 over 2,000 (the bench run, ~20 minutes);
 TENDER_POOL_CHAOS_JOBS=N: N jobs over N/10 users. The seed is printed;
 TENDER_POOL_CHAOS_SEED=<seed> replays the same job mix and the same driver schedule (process timing

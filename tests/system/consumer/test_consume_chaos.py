@@ -1,4 +1,4 @@
-"""2,000 jobs over 100 users, runs cancelled and retried, slots SIGKILLed and Redis restarted, while two
+"""1,300 jobs over 100 users, runs cancelled and retried, slots SIGKILLed and Redis restarted, while two
 consumers of one group (examples/db_sync.py processes) keep a SQLite table in step and are SIGKILLed
 at random, some right between ``apply`` and the acknowledgement. Afterwards every row equals its
 job, and the audit trigger saw no row move backwards."""
@@ -74,7 +74,7 @@ def test_two_consumers_killed_at_random_keep_the_table_exact(h, tmp_path):
         runs = []
         redis_restarted = False
         for wave in range(10):
-            for i in range(180):
+            for i in range(110):
                 u = f"u{rng.randrange(100)}"
                 if rng.random() < 0.05:
                     ids.append(pool.submit(u, "behave", {"final_error": "corrupt"}).id)
@@ -139,4 +139,4 @@ def test_two_consumers_killed_at_random_keep_the_table_exact(h, tmp_path):
         if got != want:
             mismatched.append((jid, got, want))
     assert not mismatched, mismatched[:10]
-    assert len(ids) >= 2000
+    assert len(ids) >= 1300
