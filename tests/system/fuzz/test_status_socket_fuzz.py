@@ -40,7 +40,10 @@ def frame(body: bytes) -> bytes:
     return struct.pack("!I", len(body)) + body
 
 
-def timed_status(path: str, limit: float = 1.0) -> float:
+def timed_status(path: str, limit: float = 1.5) -> float:
+    """A status answered within ``limit``: 1.5 s, under the 1.8 s a status took when it had to wait for a
+    silent client's 2 s deadline (what these tests guard against), with room for a loaded 2-core
+    machine (1.17 s was seen at load ~3 for an answer that takes ~0.3 s quiet)."""
     t0 = time.monotonic()
     reply = request(path, timeout=limit + 2)
     took = time.monotonic() - t0
@@ -212,15 +215,16 @@ def test_a_burst_of_300_connections_all_get_answers(sock):
 
 
 @pytest.mark.timeout(60)
-def test_status_answers_within_1s_behind_300_silent_connections(sock):
+def test_status_answers_within_1_5s_behind_300_silent_connections(sock):
     """300 connections that send nothing (one local user can open them; ``ulimit -n`` is 1024+):
     the server holds 256 of them (its cap) and, once they have been silent ``SILENT_EVICT_S``
     (0.3 s), closes the longest-silent ones to accept what waits in the backlog. A real ``status``
-    answers within 1 s (before: ~1.8 s, waiting for the first silent client's 2 s deadline)."""
+    answers within 1.5 s, ~0.3 s quiet (before: ~1.8 s, waiting for the first silent client's 2 s
+    deadline)."""
     silent = [send(sock, b"") for _ in range(300)]
     try:
         time.sleep(0.2)  # all accepted up to the cap
-        timed_status(sock, limit=1.0)
+        timed_status(sock)
     finally:
         for s in silent:
             s.close()
@@ -234,7 +238,7 @@ def test_silent_connections_in_a_burst_cost_only_themselves(sock):
     reply is read, so the cap is reached with requests still unread in the backlog and in held
     connections: room is made only by closing silent clients, never one whose request has arrived.
     Every request is answered ok before any silent client's deadline; every silent client gets EOF
-    (its own error) by its deadline; a status meanwhile answers within 1 s."""
+    (its own error) by its deadline; a status meanwhile answers within 1.5 s."""
     body = frame(b'{"version": 1, "op": "status"}')
     silent: list[socket.socket] = []
     asking: list[socket.socket] = []
