@@ -47,11 +47,12 @@ def test_waiting_jobs_do_not_spin_and_others_flow(h):
     h.daemon(workers=2)
     blocker = h.submit(kind="long", user="busy", payload={"record": str(h.records), "sleep": 55})
     wait_until(lambda: (h.records / f"{blocker}.1.start").exists(), 15, what="blocker start")
-    time.sleep(2.0)  # the blocker's start settles (its take, start events, the first beats)
-    c0, t0 = commands(h), time.monotonic()
-    time.sleep(10.0)  # the pool's own rate with the user busy
-    idle = (commands(h) - c0 - 1) / (time.monotonic() - t0)
-    idle_rate = idle
+    idle = []
+    for _ in range(2):  # the pool's own rate with the user busy; the first window can still be settling
+        c0, t0 = commands(h), time.monotonic()
+        time.sleep(10.0)
+        idle.append((commands(h) - c0 - 1) / (time.monotonic() - t0))
+    idle_rate = max(idle)
     waiting = [h.submit(user="busy", payload={"record": str(h.records)}) for _ in range(20)]
     # the user's fair entry parks behind its lock; the other 19 stay in the user's backlog (fairness)
     wait_until(lambda: h.job(waiting[0]).state.value == "waiting", 10, what="the first parked")
