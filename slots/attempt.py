@@ -12,11 +12,17 @@ Hazards this module owns:
   known); a death after the handler exited settles first.
 - ``runner`` (``spawn``, ``fork_call``, ``run``) and ``reap_orphans`` are the seam to the
   processes: tests give fakes and drive the slot without forking.
+- A forked child that reported its outcome before exiting (``runner.RunResult.lingering``) is
+  settled first and waited for after (``sweep``): its exit's teardown runs beside the settle. It was
+  SIGKILLed with its group as soon as its outcome was in, so nothing of it runs on meanwhile; and
+  ``sweep`` runs before the slot runs anything else (``Slot.work``), so it is reaped, and its orphans
+  killed, before the next attempt is launched.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from typing import Callable
 
@@ -79,6 +85,8 @@ class Attempt:
         self.unsettled = False  # an attempt's handler has exited and its settle has not returned yet
         self.last: tuple[Next, Ran, Steps] | None = None  # the attempt run last, until ``settled``
         self.pending: tuple[Next, Ran, dict[str, float]] | None = None  # its steps, to record (``flush_steps``)
+        # a child that reported its outcome, not reaped yet, and its job_ran line to log then (``sweep``)
+        self.lingering: tuple[runner_module.Child, Callable[[list[int]], None]] | None = None
 
     def run(self, nxt: Next) -> Ran:
         """Run one attempt in its own process group; never raises for the job's own failures."""
@@ -101,6 +109,7 @@ class Attempt:
         nxt, ran, steps = self.last
         self.last = None
         steps.mark("settle")
+        self.sweep()
         self.pending = (nxt, ran, steps.done())
         if not busy_next or self.aborting():
             self.flush_steps()
@@ -110,6 +119,26 @@ class Attempt:
                 # runs (a busy slot): on 2 cores that fork and its copy-on-write faults slowed the running
                 # extraction more than they saved (bench/bench_doc_overhead.py: +7 ms a .doc).
                 kind.ready_next()
+
+    def sweep(self) -> None:
+        """After the settle of an attempt whose child reported its outcome before exiting: wait for
+        that exit (it was SIGKILLed then; its teardown ran beside the settle), reap the child, kill
+        and reap its orphans, and log its ``job_ran`` line (``sweep``: this step). The slot calls
+        it before it runs anything else, settled or not (``Slot.work``). The wait is bounded
+        (``LINGER_WAIT``): a child the kernel has not let go of by then is killed and reaped again
+        by ``reap_orphans``, which waits for it no longer than it waits for any orphan."""
+        held, self.lingering = self.lingering, None
+        if held is None:
+            return
+        child, log_ran = held
+        try:
+            child.wait(timeout=LINGER_WAIT)
+        except subprocess.TimeoutExpired:
+            self.log.warning("reported_child_not_gone", pid=child.pid, seconds=LINGER_WAIT)
+        log_ran(self.reap_orphans(keep=self._keep()))
+
+    def _keep(self) -> set[int]:
+        return set().union(*(k.keep() for k in self.kinds.values()))
 
     def flush_steps(self) -> None:
         if self.pending is None:
@@ -197,22 +226,19 @@ class Attempt:
                 kind.discard(job, st.attempt, outcome)
                 outcome = Outcome(Status.FAILED, error=JobError(ErrorKind.HANDLER_FAILED.value, changed + "; retried"),
                                   signals=outcome.signals)
-        keep = set().union(*(k.keep() for k in self.kinds.values()))
-        leftovers = self.reap_orphans(keep=keep)
-        steps.mark("orphans")
-        log.info(
-            "job_ran",
-            returncode=res.returncode,
-            stopped=res.stopped,
-            signals=res.signals,
-            kill=res.kill,
-            leftovers=leftovers,
-            seconds=round(time.monotonic() - t0, 4),
-            outcome=outcome.status,
-            error_kind=outcome.error.kind if outcome.error else None,
-            steps_ms=steps.ms(),
-        )
-        steps.mark("log")
+        ran_fields = dict(returncode=res.returncode, stopped=res.stopped, signals=res.signals, kill=res.kill,
+                          seconds=round(time.monotonic() - t0, 4), outcome=outcome.status,
+                          error_kind=outcome.error.kind if outcome.error else None)
+
+        def log_ran(leftovers: list[int]) -> None:
+            steps.mark("orphans" if res.lingering is None else "sweep")
+            log.info("job_ran", leftovers=leftovers, **ran_fields, steps_ms=steps.ms())
+
+        if res.lingering is not None:  # reaped, its orphans swept and its line logged after the settle
+            self.lingering = (res.lingering, log_ran)
+        else:
+            log_ran(self.reap_orphans(keep=self._keep()))
+            steps.mark("log")
         return Ran(outcome, True, recorded.hash if recorded is not None else None,
                    progress_events=progress.events, progress_dropped=progress.dropped, steps=steps.done())
 
@@ -246,6 +272,9 @@ class Attempt:
             return None
 
 
+LINGER_WAIT = 1.0  # s: how long ``sweep`` waits for a reported (SIGKILLed) child's exit
+
+
 class Steps:
     """The pool's own time around one attempt: consecutive steps, in seconds, from the job's start
     stamp (take.lua's Redis TIME, ``started_ms``) to the settle's reply, each ending where the next
@@ -273,7 +302,8 @@ class Steps:
         self.last = now
 
     def child(self, marks: list[tuple[str, float]], exited_at: float | None) -> None:
-        """The run (the last mark → now), split at the child's marks and at its exit."""
+        """The run (the last mark → now), split at the child's marks and at its end as ``run`` saw it:
+        its exit, or a forked child's report of its exit code (``RunResult.exited_at``)."""
         end = time.monotonic()
         t = self.last
         for name, at in marks:
