@@ -13,16 +13,14 @@ Hazards this module owns:
 - ``runner`` (``spawn``, ``fork_call``, ``run``) and ``reap_orphans`` are the seam to the
   processes: tests give fakes and drive the slot without forking.
 - A forked child that reported its outcome before exiting (``runner.RunResult.lingering``) is
-  settled first and waited for after (``sweep``): its exit's teardown runs beside the settle. It was
-  SIGKILLed with its group as soon as its outcome was in, so nothing of it runs on meanwhile; and
-  ``sweep`` runs before the slot runs anything else (``Slot.work``), so it is reaped, and its orphans
-  killed, before the next attempt is launched.
+  settled first and ended after (``sweep``): its exit's teardown runs beside the settle. ``sweep``
+  runs before the slot runs anything else (``Slot.work``): the child's group is SIGKILLed, the child
+  reaped and its orphans killed before the slot's next launch, as they were before its settle.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from typing import Callable
 
@@ -121,19 +119,18 @@ class Attempt:
                 kind.ready_next()
 
     def sweep(self) -> None:
-        """After the settle of an attempt whose child reported its outcome before exiting: wait for
-        that exit (it was SIGKILLed then; its teardown ran beside the settle), reap the child, kill
-        and reap its orphans, and log its ``job_ran`` line (``sweep``: this step). The slot calls
-        it before it runs anything else, settled or not (``Slot.work``). The wait is bounded
-        (``LINGER_WAIT``): a child the kernel has not let go of by then is killed and reaped again
-        by ``reap_orphans``, which waits for it no longer than it waits for any orphan."""
+        """After the settle of an attempt whose child reported its outcome before exiting: end the
+        child (``runner.end_reported``: its group SIGKILLed, its exit waited for and reaped; mostly
+        it has exited already, its teardown having run beside the settle), kill and reap its orphans,
+        and log its ``job_ran`` line (``sweep``: this step). The slot calls it before it runs anything
+        else, settled or not (``Slot.work``). The wait is bounded (``LINGER_WAIT``): a child the
+        kernel has not let go of by then is killed again and reaped by ``reap_orphans``, which waits
+        for it no longer than for any orphan."""
         held, self.lingering = self.lingering, None
         if held is None:
             return
         child, log_ran = held
-        try:
-            child.wait(timeout=LINGER_WAIT)
-        except subprocess.TimeoutExpired:
+        if not self.runner.end_reported(child, LINGER_WAIT):
             self.log.warning("reported_child_not_gone", pid=child.pid, seconds=LINGER_WAIT)
         log_ran(self.reap_orphans(keep=self._keep()))
 
@@ -272,7 +269,7 @@ class Attempt:
             return None
 
 
-LINGER_WAIT = 1.0  # s: how long ``sweep`` waits for a reported (SIGKILLed) child's exit
+LINGER_WAIT = 1.0  # s: how long ``sweep`` waits for a reported child's exit, once SIGKILLed
 
 
 class Steps:

@@ -13,11 +13,11 @@ one exception is a forked child (``fork_call``, ``fork_spare``): it is our own c
 instruction, so it says when it is done. Once its body has returned, it closes its stdout, stderr
 and progress pipe and writes its exit code, one byte, on a report pipe of its own, then exits.
 When ``run`` has that byte and every stream's end, the outcome is whole (the child wrote and
-fsynced its files before): ``run`` SIGKILLs the child's group (nothing of the attempt runs on after
-its outcome) and returns without waiting for the exit (``RunResult.lingering``). The kernel's
-teardown of the child's copy of the slot (3-7 ms a document) then runs beside the settle; the slot
-waits for it, reaps the child and sweeps its orphans after the settle, before it runs anything
-else (``attempt.Attempt.sweep``).
+fsynced its files before): ``run`` returns without waiting for the exit (``RunResult.lingering``),
+and the kernel's teardown of the child's copy of the slot (3-7 ms a document) runs beside the
+settle. After the settle, before it runs anything else, the slot ends it (``end_reported``: its
+group SIGKILLed, whatever it is doing, its exit waited for, bounded, and reaped) and sweeps its
+orphans (``attempt.Attempt.sweep``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class RunResult:
     kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
     exited_at: float | None = None  # monotonic: when ``run`` first saw the process gone (None: stopped first),
     # or its report (``lingering``)
-    lingering: "Child | None" = None  # reported its outcome, SIGKILLed, not reaped yet: the caller waits for it
+    lingering: "Child | None" = None  # reported its outcome, not reaped yet: the caller ends it (``end_reported``)
 
 
 class Child:
@@ -419,8 +419,6 @@ def run(
     signals: list[str] = []
     kill: groups.KillReport | None = None
     if reported is not None and not stopped:
-        if proc.returncode is None:  # (once reaped, its pid is no group of ours to signal)
-            groups.killpg(proc.pid, signal.SIGKILL)  # its outcome is in: nothing of the attempt runs on
         proc.close_pipes()
         return RunResult(reported, bytes(out), bytes(err[-STDERR_TAIL:]), exited_at=exited_at, lingering=proc)
     if stopped:
@@ -433,3 +431,16 @@ def run(
         rc = None
     return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow, kill.stages if kill else None,
                      exited_at)
+
+
+def end_reported(proc: Child, wait: float) -> bool:
+    """End a child that reported its outcome (``RunResult.lingering``): SIGKILL its group (it has
+    nothing left to do but exit; a child that hangs instead is not waited for), then wait up to
+    ``wait`` s for its exit and reap it. False if it is not gone by then (left to ``reap_orphans``)."""
+    if proc.poll() is None:  # (once reaped, its pid is no group of ours to signal)
+        groups.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
