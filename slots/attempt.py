@@ -282,9 +282,12 @@ class Steps:
     job's steps written, log); then the run, split at the child's own marks where the kind has them
     (parse_markdown: ``child_start``, ``extract``, ``write``; clamped to the slot's timeline: the child
     runs beside the slot, so a step is the part of the slot's wait it ended) and at the exit as the
-    runner saw it (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for);
+    runner saw it (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for;
+    a forked child's ``exit`` ends at its report, and its ``reap`` waits for nothing);
     ``conclude`` (the kind's reading of the output: decoding, the Markdown read back for the inline
-    copy; an input re-hash); ``orphans`` (reap_orphans); ``log``; ``settle`` (``Attempt.settled``)."""
+    copy; an input re-hash); ``orphans`` (reap_orphans); ``log``; ``settle`` (``Attempt.settled``).
+    A forked child that reported has no ``orphans`` and ``log`` before the settle but ``sweep`` after
+    it (its end, reap_orphans, the job_ran line: ``Attempt.sweep``), not part of claim → stored."""
 
     def __init__(self, started_ms: int):
         self.last = time.monotonic()
