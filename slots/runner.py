@@ -12,8 +12,9 @@ stdout and stderr and keep running, and is still timed, cancelled and fenced unt
 one exception is a forked child (``fork_call``, ``fork_spare``): it is our own code to its last
 instruction, so it says when it is done. Once its body has returned, it closes its stdout, stderr
 and progress pipe and writes its exit code, one byte, on a report pipe of its own, then exits.
-When ``run`` has that byte and every stream's end, the outcome is whole (the child wrote and
-fsynced its files before): ``run`` returns without waiting for the exit (``RunResult.lingering``),
+When ``run`` has that byte and every stream's end, the outcome is whole (the child wrote its
+files before; what it runs after the byte is ``os._exit``): ``run`` returns without waiting for the
+exit (``RunResult.lingering``),
 and the kernel's teardown of the child's copy of the slot (3-7 ms a document) runs beside the
 settle. After the settle, before it runs anything else, the slot ends it (``end_reported``: its
 group SIGKILLed, whatever it is doing, its exit waited for, bounded, and reaped) and sweeps its
