@@ -52,8 +52,14 @@ def test_a_child_that_reports_and_then_hangs_is_run_to_its_outcome_and_ended_aft
     # When it is ended (after the settle): its group is SIGKILLed, and the child reaped
     assert runner.end_reported(proc, wait=5)
     assert proc.returncode == -signal.SIGKILL
-    wait_until(lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in members), 5,
-               what="the group gone")
+    wait_until(lambda: all(_dead(p) for p in members), 5, what="the group gone")
+
+
+def _dead(p: psutil.Process) -> bool:
+    try:
+        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _pgid(pid: int) -> int:
