@@ -12,6 +12,10 @@ Hazards this module owns:
   known); a death after the handler exited settles first.
 - ``runner`` (``spawn``, ``fork_call``, ``run``) and ``reap_orphans`` are the seam to the
   processes: tests give fakes and drive the slot without forking.
+- A forked child that reported its outcome before exiting (``runner.RunResult.lingering``) is
+  settled first and ended after (``sweep``): its exit's teardown runs beside the settle. ``sweep``
+  runs before the slot runs anything else (``Slot.work``): the child's group is SIGKILLed, the child
+  reaped and its orphans killed before the slot's next launch, as they were before its settle.
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class Attempt:
         self.unsettled = False  # an attempt's handler has exited and its settle has not returned yet
         self.last: tuple[Next, Ran, Steps] | None = None  # the attempt run last, until ``settled``
         self.pending: tuple[Next, Ran, dict[str, float]] | None = None  # its steps, to record (``flush_steps``)
+        # a child that reported its outcome, not reaped yet, and its job_ran line to log then (``sweep``)
+        self.lingering: tuple[runner_module.Child, Callable[[list[int]], None]] | None = None
 
     def run(self, nxt: Next) -> Ran:
         """Run one attempt in its own process group; never raises for the job's own failures."""
@@ -101,6 +107,7 @@ class Attempt:
         nxt, ran, steps = self.last
         self.last = None
         steps.mark("settle")
+        self.sweep()
         self.pending = (nxt, ran, steps.done())
         if not busy_next or self.aborting():
             self.flush_steps()
@@ -110,6 +117,25 @@ class Attempt:
                 # runs (a busy slot): on 2 cores that fork and its copy-on-write faults slowed the running
                 # extraction more than they saved (bench/bench_doc_overhead.py: +7 ms a .doc).
                 kind.ready_next()
+
+    def sweep(self) -> None:
+        """After the settle of an attempt whose child reported its outcome before exiting: end the
+        child (``runner.end_reported``: its group SIGKILLed, its exit waited for and reaped; mostly
+        it has exited already, its teardown having run beside the settle), kill and reap its orphans,
+        and log its ``job_ran`` line (``sweep``: this step). The slot calls it before it runs anything
+        else, settled or not (``Slot.work``). The wait is bounded (``LINGER_WAIT``): a child the
+        kernel has not let go of by then is killed again and reaped by ``reap_orphans``, which waits
+        for it no longer than for any orphan."""
+        held, self.lingering = self.lingering, None
+        if held is None:
+            return
+        child, log_ran = held
+        if not self.runner.end_reported(child, LINGER_WAIT):
+            self.log.warning("reported_child_not_gone", pid=child.pid, seconds=LINGER_WAIT)
+        log_ran(self.reap_orphans(keep=self._keep()))
+
+    def _keep(self) -> set[int]:
+        return set().union(*(k.keep() for k in self.kinds.values()))
 
     def flush_steps(self) -> None:
         if self.pending is None:
@@ -197,22 +223,19 @@ class Attempt:
                 kind.discard(job, st.attempt, outcome)
                 outcome = Outcome(Status.FAILED, error=JobError(ErrorKind.HANDLER_FAILED.value, changed + "; retried"),
                                   signals=outcome.signals)
-        keep = set().union(*(k.keep() for k in self.kinds.values()))
-        leftovers = self.reap_orphans(keep=keep)
-        steps.mark("orphans")
-        log.info(
-            "job_ran",
-            returncode=res.returncode,
-            stopped=res.stopped,
-            signals=res.signals,
-            kill=res.kill,
-            leftovers=leftovers,
-            seconds=round(time.monotonic() - t0, 4),
-            outcome=outcome.status,
-            error_kind=outcome.error.kind if outcome.error else None,
-            steps_ms=steps.ms(),
-        )
-        steps.mark("log")
+        ran_fields = dict(returncode=res.returncode, stopped=res.stopped, signals=res.signals, kill=res.kill,
+                          seconds=round(time.monotonic() - t0, 4), outcome=outcome.status,
+                          error_kind=outcome.error.kind if outcome.error else None)
+
+        def log_ran(leftovers: list[int]) -> None:
+            steps.mark("orphans" if res.lingering is None else "sweep")
+            log.info("job_ran", leftovers=leftovers, **ran_fields, steps_ms=steps.ms())
+
+        if res.lingering is not None:  # reaped, its orphans swept and its line logged after the settle
+            self.lingering = (res.lingering, log_ran)
+        else:
+            log_ran(self.reap_orphans(keep=self._keep()))
+            steps.mark("log")
         return Ran(outcome, True, recorded.hash if recorded is not None else None,
                    progress_events=progress.events, progress_dropped=progress.dropped, steps=steps.done())
 
@@ -246,6 +269,9 @@ class Attempt:
             return None
 
 
+LINGER_WAIT = 1.0  # s: how long ``sweep`` waits for a reported child's exit, once SIGKILLed
+
+
 class Steps:
     """The pool's own time around one attempt: consecutive steps, in seconds, from the job's start
     stamp (take.lua's Redis TIME, ``started_ms``) to the settle's reply, each ending where the next
@@ -256,9 +282,12 @@ class Steps:
     job's steps written, log); then the run, split at the child's own marks where the kind has them
     (parse_markdown: ``child_start``, ``extract``, ``write``; clamped to the slot's timeline: the child
     runs beside the slot, so a step is the part of the slot's wait it ended) and at the exit as the
-    runner saw it (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for);
+    runner saw it (``exit`` or ``run``, then ``reap``: pipes drained and closed, the child waited for;
+    a forked child's ``exit`` ends at its report, and its ``reap`` waits for nothing);
     ``conclude`` (the kind's reading of the output: decoding, the Markdown read back for the inline
-    copy; an input re-hash); ``orphans`` (reap_orphans); ``log``; ``settle`` (``Attempt.settled``)."""
+    copy; an input re-hash); ``orphans`` (reap_orphans); ``log``; ``settle`` (``Attempt.settled``).
+    A forked child that reported has no ``orphans`` and ``log`` before the settle but ``sweep`` after
+    it (its end, reap_orphans, the job_ran line: ``Attempt.sweep``), not part of claim → stored."""
 
     def __init__(self, started_ms: int):
         self.last = time.monotonic()
@@ -273,7 +302,8 @@ class Steps:
         self.last = now
 
     def child(self, marks: list[tuple[str, float]], exited_at: float | None) -> None:
-        """The run (the last mark → now), split at the child's marks and at its exit."""
+        """The run (the last mark → now), split at the child's marks and at its end as ``run`` saw it:
+        its exit, or a forked child's report of its exit code (``RunResult.exited_at``)."""
         end = time.monotonic()
         t = self.last
         for name, at in marks:

@@ -9,7 +9,8 @@ process runs through. Without the variables this is one dict lookup per checkpoi
 Checkpoints: ``after_claim`` (slot: BLMOVE done, take.lua not yet), ``after_stamp`` (slot: started,
 child not yet spawned), ``before_ack`` (slot: child finished, settle not yet), ``after_settle_take``
 (slot: a combined settle started the next attempt in Redis, its child not yet spawned),
-``mid_requeue`` (supervisor: a dead slot's job tree killed, its list not yet requeued),
+``child_reported`` (a forked job child: its exit code reported, its exit not yet: a child that
+hangs after its report), ``mid_requeue`` (supervisor: a dead slot's job tree killed, its list not yet requeued),
 ``slot_forked`` (a slot just forked, the supervisor's signal handlers still its own),
 ``supervisor_busy`` (supervisor: a slot reported a running child).
 """

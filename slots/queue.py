@@ -201,6 +201,7 @@ class Queue:
         launched: bool = True,
         retry: bool = False,
         input_hash: str | None = None,
+        markdown: tuple[int, str] | None = None,
     ) -> tuple["SettleReply", TakeResult]:
         """settle_take.lua: ``settle`` this attempt, then ``take`` the next queued job for ``proc``
         (LMOVE only: never waits), in one round trip. Same retry rules as both."""
@@ -208,13 +209,14 @@ class Queue:
         settle = self._settle_call(proc, job, token, verdict, ta.worker, result=result, error=error,
                                    lock_ttl_ms=ta.lock_ttl_ms, retention_s=ta.retention_s,
                                    backoff_ms=backoff_ms, counts_try=counts_try, launched=launched,
-                                   input_hash=input_hash)
+                                   input_hash=input_hash, markdown=markdown)
         keys, args = settle_part(settle)
         call = SettleTakeCall(
             settle_keys=keys, ready_hi=settle.ready_hi, host=ta.host_key or k.host("-"), inready_hi=k.inready_hi,
-            base=k.base, settle_args=args, suffix=suffix, worker=ta.worker, pid=ta.pid, max_waits=ta.max_waits,
-            busy_ttl=ta.busy_ttl_ms, retry="1" if retry else "0", limits=ta.limits, lease_left=ta.min_lease_ms,
-            input_hash=settle.input_hash)
+            base=k.base, markdown=settle.markdown, settle_args=args, suffix=suffix, worker=ta.worker, pid=ta.pid,
+            max_waits=ta.max_waits, busy_ttl=ta.busy_ttl_ms, retry="1" if retry else "0", limits=ta.limits,
+            lease_left=ta.min_lease_ms, input_hash=settle.input_hash, keep_markdown=settle.keep_markdown,
+            markdown_text=settle.markdown_text)
         res = self.fast.script(
             self._texts["settle_take"],
             call.keys(),
@@ -243,25 +245,31 @@ class Queue:
         worker: str = "",
         launched: bool = True,
         input_hash: str | None = None,
+        markdown: tuple[int, str] | None = None,
     ) -> SettleReply:
         """Fenced by ``token``: a newer attempt's job is never touched. ``launched`` False (no handler
         process was started: a rejected input) takes this start back out of ``attempts``.
         ``input_hash``: the hash the attempt recorded of its input (``inputs.py``); a completed run
-        item stores it as its ``input_hash`` and under ``done:`` (None: the job's own, as submitted)."""
+        item stores it as its ``input_hash`` and under ``done:`` (None: the job's own, as submitted).
+        ``markdown``: (attempt, text), a parse_markdown attempt's Markdown, kept beside the job
+        (``Keys.markdown``) by the same script when it completes the job: a fenced attempt's never."""
         call = self._settle_call(proc, job, token, verdict, worker or "-", result=result, error=error,
                                  lock_ttl_ms=lock_ttl_ms, retention_s=retention_s, backoff_ms=backoff_ms,
-                                 counts_try=counts_try, launched=launched, input_hash=input_hash)
+                                 counts_try=counts_try, launched=launched, input_hash=input_hash,
+                                 markdown=markdown)
         res = self.fast.script(self._texts["settle"], call.keys(), call.args(), replicas=self.replicas,
                                timeout_ms=self.wait_ms)
         return _settle_reply(res)
 
     def _settle_call(self, proc: str, job: JobRecord, token: str, verdict: Verdict | str, worker: str, *,
                      result: dict | None, error: JobError | None, lock_ttl_ms: int, retention_s: int,
-                     backoff_ms: int, counts_try: bool, launched: bool, input_hash: str | None) -> SettleCall:
+                     backoff_ms: int, counts_try: bool, launched: bool, input_hash: str | None,
+                     markdown: tuple[int, str] | None = None) -> SettleCall:
         """settle.lua's call, whose first KEYS and ARGV settle_take.lua takes too (``settle_part``); the
         input hash it stores is the attempt's, else the job's own."""
         k = self.k
         h = job.input_hash if input_hash is None else input_hash
+        md_attempt, md_text = markdown if markdown is not None else (0, "")
         return SettleCall(
             proc=proc, job=k.job(job.id), started=k.started, lock=k.lock(job.user), wait=k.wait(job.user),
             waitusers=k.waitusers, ready_lo=k.ready_lo, finished=k.finished, deps=k.deps(job.id),
@@ -272,7 +280,9 @@ class Queue:
             result=_json.encode(result) if result is not None else "",
             error=_json.encode(error) if error is not None else "",
             lock_ttl=lock_ttl_ms, retention=retention_s, backoff=backoff_ms, user=job.user,
-            counts_try="1" if counts_try else "0", handler_started="1" if launched else "0", input_hash=h or "")
+            counts_try="1" if counts_try else "0", handler_started="1" if launched else "0", input_hash=h or "",
+            markdown=k.markdown(job.id, md_attempt), keep_markdown="1" if markdown is not None else "0",
+            markdown_text=md_text.encode("utf-8"))
 
     def progress(self, job: JobRecord, token: str, event: dict) -> bool:
         """One job_progress event (progress.lua), fenced by the attempt token. False when fenced."""
@@ -462,11 +472,6 @@ class Queue:
         if (current or b"").decode() != token:
             return Stop.FENCED
         return None
-
-    def keep_markdown(self, job_id: str, attempt: int, text: str, retention_s: int) -> None:
-        """An attempt's Markdown beside its job, written before its settle: the completed attempt's
-        number is the job's ``attempts``, so a fenced attempt's copy is never the one read."""
-        self.fast.call("SET", self.k.markdown(job_id, attempt), text.encode("utf-8"), "PX", retention_s * 1000)
 
     def lease_left_ms(self, host_id: str) -> int:
         """Milliseconds our host key has left (-2: gone). A slot's own view of its host's lease, for

@@ -8,7 +8,17 @@ deadline and the slot's stop reasons; stopping it is ``groups.kill_attempt``'s (
 tree, the marker sweep), and so is everything else that signals or sweeps processes.
 
 An attempt is over when its process has exited, not when its pipes close: a handler may close
-stdout and stderr and keep running, and is still timed, cancelled and fenced until it exits.
+stdout and stderr and keep running, and is still timed, cancelled and fenced until it exits. The
+one exception is a forked child (``fork_call``, ``fork_spare``): it is our own code to its last
+instruction, so it says when it is done. Once its body has returned, it closes its stdout, stderr
+and progress pipe and writes its exit code, one byte, on a report pipe of its own, then exits.
+When ``run`` has that byte and every stream's end, the outcome is whole (the child wrote its
+files before; what it runs after the byte is ``os._exit``): ``run`` returns without waiting for the
+exit (``RunResult.lingering``),
+and the kernel's teardown of the child's copy of the slot (3-7 ms a document) runs beside the
+settle. After the settle, before it runs anything else, the slot ends it (``end_reported``: its
+group SIGKILLed, whatever it is doing, its exit waited for, bounded, and reaped) and sweeps its
+orphans (``attempt.Attempt.sweep``).
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from typing import Callable, Protocol
 
 from tender_pool.store.outcomes import Stop
 
-from tender_pool.slots import groups
+from tender_pool.slots import faults, groups
 
 MAX_OUTPUT = 16 * 1024 * 1024  # a handler's stdout beyond this is bad_output
 STDERR_TAIL = 4096
@@ -50,7 +60,9 @@ class RunResult:
     signals: list[str] = field(default_factory=list)
     overflow: bool = False
     kill: list[dict] | None = None  # kill_attempt's stages (pids, signal, seconds), for the job_ran log
-    exited_at: float | None = None  # monotonic: when ``run`` first saw the process gone (None: stopped first)
+    exited_at: float | None = None  # monotonic: when ``run`` first saw the process gone (None: stopped first),
+    # or its report (``lingering``)
+    lingering: "Child | None" = None  # reported its outcome, not reaped yet: the caller ends it (``end_reported``)
 
 
 class Child:
@@ -58,12 +70,14 @@ class Child:
     posix_spawn'ed command and a forked Python child. Its pipes are raw fds (-1 once closed): no
     file objects, since ``run`` only ever reads and writes them with ``os.read`` / ``os.write``."""
 
-    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, progress_fd: int | None = None):
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, progress_fd: int | None = None,
+                 report_fd: int = -1):
         self.pid = pid
         self.stdin = stdin_fd
         self.stdout = stdout_fd
         self.stderr = stderr_fd
         self.progress = progress_fd if progress_fd is not None else -1
+        self.report = report_fd  # a forked child's exit code, written before it exits (-1: none)
         self.returncode: int | None = None
 
     def order(self, data: bytes) -> None:
@@ -78,7 +92,7 @@ class Child:
             self.stdin = -1
 
     def close_pipes(self) -> None:
-        for name in ("stdin", "stdout", "stderr", "progress"):
+        for name in ("stdin", "stdout", "stderr", "progress", "report"):
             fd = getattr(self, name)
             if fd >= 0:
                 try:
@@ -202,6 +216,7 @@ def fork_spare(serve: Callable[[bytes], int]) -> Child:
 def _fork(body: Callable[[], int]) -> Child:
     (ir, iw), (or_, ow), (er, ew) = _pipes()
     pr, pw = _progress_pipe()
+    rr, rw = os.pipe()  # the report pipe: close-on-exec, so nothing the child starts holds it
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -215,7 +230,7 @@ def _fork(body: Callable[[], int]) -> Child:
             os.dup2(ir, 0)
             os.dup2(ow, 1)
             os.dup2(ew, 2)
-            for fd in (ir, iw, or_, ow, er, ew, pr):
+            for fd in (ir, iw, or_, ow, er, ew, pr, rr):
                 os.close(fd)
             os.set_inheritable(pw, True)
             os.environ["TENDER_POOL_PROGRESS_FD"] = str(pw)
@@ -230,11 +245,37 @@ def _fork(body: Callable[[], int]) -> Child:
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
+                _report(code, rw, pw)
             finally:
                 os._exit(code)
-    for fd in (ir, ow, ew, pw):
+    for fd in (ir, ow, ew, pw, rw):
         os.close(fd)
-    return Child(pid, iw, or_, er, pr)
+    return Child(pid, iw, or_, er, pr, rr)
+
+
+def _report(code: int, report_fd: int, progress_fd: int) -> None:
+    """In a forked child whose body has returned: its output is complete, so its streams are closed
+    (the slot sees their ends) and its exit code goes on the report pipe; the exit comes next. A
+    dropped spare's report finds no reader (EPIPE: ignored, as SIGPIPE is)."""
+    for fd in (1, 2, progress_fd):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        os.write(report_fd, bytes([code & 0xFF]))
+    except OSError:
+        pass
+    faults.checkpoint("child_reported")  # a test's child that reported and then hangs before its exit
+
+
+def _read_report(fd: int) -> int | None:
+    """A forked child's reported exit code, if it is there to read (non-blocking)."""
+    try:
+        code = os.read(fd, 1)
+    except OSError:  # BlockingIOError: not written (yet)
+        return None
+    return code[0] if code else None
 
 
 def run(
@@ -289,13 +330,24 @@ def run(
         poller.register(pidfd, IN)
     except OSError:
         pidfd = -1
+    report = getattr(proc, "report", -1)  # a forked child's (``_report``); a ServedChild has none
+    if report >= 0:
+        os.set_blocking(report, False)
+        poller.register(report, IN)
+    reported: int | None = None
     stopped: Stop | None = None
     overflow = False
     next_tick = time.monotonic() + tick_every
     exited_at: float | None = None
     while True:
         now = time.monotonic()
+        if reported is not None and not streams:  # its outcome is whole: its exit is not waited for here
+            break
         if proc.poll() is not None:
+            if reported is None and report >= 0:  # exited before we read its report: read it now
+                reported = _read_report(report)
+                if reported is not None:
+                    poller.unregister(report)
             # Pipes can stay open in an escaped descendant: give them a moment, then stop reading.
             exited_at = exited_at or now
             if not streams or now - exited_at > 0.2:
@@ -323,6 +375,12 @@ def run(
         for fd, ev in poller.poll(max(0.0, wait) * 1000):
             if fd == pidfd:
                 poller.unregister(pidfd)  # level-triggered: poll() above sees the exit from now on
+                continue
+            if fd == report:
+                code = _read_report(fd)
+                if code is not None:
+                    reported, exited_at = code, time.monotonic()
+                poller.unregister(fd)  # a byte, or its end: a child that died without reporting
                 continue
             if fd == proc.stdin:
                 try:
@@ -361,6 +419,9 @@ def run(
         progress.flush(force=True)  # before the settle: its events precede job_completed
     signals: list[str] = []
     kill: groups.KillReport | None = None
+    if reported is not None and not stopped:
+        proc.close_pipes()
+        return RunResult(reported, bytes(out), bytes(err[-STDERR_TAIL:]), exited_at=exited_at, lingering=proc)
     if stopped:
         kill = groups.kill_attempt(proc.pid, marker, kill_grace, lambda: proc.poll() is not None, beat=beat)
         signals = kill.signals
@@ -371,3 +432,16 @@ def run(
         rc = None
     return RunResult(rc, bytes(out), bytes(err[-STDERR_TAIL:]), stopped, signals, overflow, kill.stages if kill else None,
                      exited_at)
+
+
+def end_reported(proc: Child, wait: float) -> bool:
+    """End a child that reported its outcome (``RunResult.lingering``): SIGKILL its group (it has
+    nothing left to do but exit; a child that hangs instead is not waited for), then wait up to
+    ``wait`` s for its exit and reap it. False if it is not gone by then (left to ``reap_orphans``)."""
+    if proc.poll() is None:  # (once reaped, its pid is no group of ours to signal)
+        groups.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return False
+    return True

@@ -100,12 +100,6 @@ class Settle:
         a completed run item (and its ``done:`` key) in place of the submit-time one."""
         job, st, outcome = nxt.job, nxt.started, ran.outcome
         verdict, backoff_ms = self.verdict(job, outcome)
-        if outcome.inline is not None and verdict is Verdict.COMPLETED:
-            try:
-                self.q.keep_markdown(job.id, st.attempt, outcome.inline, self.retention)
-            except redis.RedisError as e:  # the file stays; settle below retries on its own
-                self.retry.on_error(e)
-                self.log.warning("inline_result_not_kept", job_id=job.id, error=str(e))
         common = dict(
             result=outcome.result,
             error=outcome.error,
@@ -113,6 +107,9 @@ class Settle:
             counts_try=outcome.ran and outcome.status == Status.FAILED,  # a business failure of a handler that ran
             launched=ran.launched,
             input_hash=ran.input_hash,
+            # the inline copy of a parse_markdown result, kept by the same script that completes the job
+            markdown=(st.attempt, outcome.inline) if outcome.inline is not None and verdict is Verdict.COMPLETED
+            else None,
         )
         suffix = os.urandom(6).hex() if take_next else ""
         lost_reply = False

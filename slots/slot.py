@@ -135,6 +135,7 @@ class Slot:
             raise
         finally:
             self.attempt.unsettled = False
+            self.attempt.sweep()  # (done by ``settled`` unless the settle raised) before anything else runs
 
     def _may_take(self) -> bool:
         """Whether the settle may start the next job: not when stopping, or when the supervisor is
@@ -223,7 +224,8 @@ class Slot:
         self._die()
 
     def _die(self) -> None:
-        pgids = [self.attempt.child_pid, *(g for kind in self.kinds.values() for g in kind.groups())]
+        lingering = self.attempt.lingering[0].pid if self.attempt.lingering else 0
+        pgids = [self.attempt.child_pid, lingering, *(g for kind in self.kinds.values() for g in kind.groups())]
         for pgid in pgids:
             if pgid:
                 groups.killpg(pgid, signal.SIGKILL)

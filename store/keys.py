@@ -41,7 +41,7 @@ the two in a real Redis). The price, stated plainly: the whole pool lives on one
 | ``userruns:<user>`` | zset | the user's run ids → created ms |
 | ``events:run:<id>`` | stream | the run's events (field ``e`` = JSON), ``MAXLEN ~ 10000``, expires with the retention once finished |
 | ``runwait:<id>`` | list | run jobs parked by ``max_parallel`` (``!<id>``: interactive); one is released when a run job leaves ``running`` |
-| ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written before its settle (a fenced attempt's copy is never read) |
+| ``md:<id>:<attempt>`` | string | a parse_markdown attempt's Markdown up to ``pool.inline_result_max`` bytes, PX retention; written by the settle that completes the job (settle.lua, settle_take.lua: a fenced attempt's is never written) |
 | ``done:<kind>:<user>:<hash>`` | string | id of the completed job with that input hash, PX retention (skip) |
 | ``writecheck`` | list | never written: ``status`` sends ``LPUSHX`` (a no-op on a missing key) to learn whether Redis refuses writes |
 """

@@ -326,8 +326,8 @@ _SETTLE_ARGV = (("id", 1), ("token", 1), ("outcome", 1), ("result", 1), ("error"
 
 class SettleCall(ScriptCall, frozen=True, kw_only=True):
     SCRIPT: ClassVar[str] = "settle"
-    KEYS: ClassVar = (*_SETTLE_KEYS, ("ready_hi", 1))
-    ARGV: ClassVar = (*_SETTLE_ARGV, ("input_hash", 1))
+    KEYS: ClassVar = (*_SETTLE_KEYS, ("ready_hi", 1), ("markdown", 1))
+    ARGV: ClassVar = (*_SETTLE_ARGV, ("input_hash", 1), ("keep_markdown", 1), ("markdown_text", 1))
     proc: str
     job: str
     started: str
@@ -356,6 +356,9 @@ class SettleCall(ScriptCall, frozen=True, kw_only=True):
     counts_try: str
     handler_started: str
     input_hash: str
+    markdown: str
+    keep_markdown: str
+    markdown_text: Value
 
 
 class SettleTakeCall(ScriptCall, frozen=True, kw_only=True):
@@ -363,10 +366,10 @@ class SettleTakeCall(ScriptCall, frozen=True, kw_only=True):
 
     SCRIPT: ClassVar[str] = "settle_take"
     KEYS: ClassVar = (("settle_keys", len(_SETTLE_KEYS) + STATE - 1), ("ready_hi", 1), ("host", 1),
-                      ("inready_hi", 1), ("base", 1))
+                      ("inready_hi", 1), ("base", 1), ("markdown", 1))
     ARGV: ClassVar = (("settle_args", len(_SETTLE_ARGV)), ("suffix", 1), ("worker", 1), ("pid", 1),
                       ("max_waits", 1), ("busy_ttl", 1), ("retry", 1), ("limits", 1), ("lease_left", 1),
-                      ("input_hash", 1))
+                      ("input_hash", 1), ("keep_markdown", 1), ("markdown_text", 1))
     settle_keys: list[str]
     ready_hi: str
     host: str
@@ -382,6 +385,9 @@ class SettleTakeCall(ScriptCall, frozen=True, kw_only=True):
     limits: Value
     lease_left: int
     input_hash: str
+    markdown: str
+    keep_markdown: str
+    markdown_text: Value
 
 
 def settle_part(a: SettleCall) -> tuple[list[str], list[Value]]:

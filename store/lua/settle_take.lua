@@ -5,10 +5,12 @@
 -- blocking BLMOVE.
 -- KEYS[1..22] as settle.lua  KEYS[23] ready:hi  KEYS[24] host:<our host> (the lease, as take.lua's)
 -- KEYS[25] inready:hi  KEYS[26] the queue's base '<prefix>:{<queue>}' (as take.lua's)
+-- KEYS[27] md:<id>:<attempt> (the attempt's Markdown, as in settle.lua)
 -- ARGV[1..11] as settle.lua; then 12 token suffix for the next attempt
 --       (the same on a retry), 13 worker id, 14 slot pid, 15 max waits, 16 busy-state TTL ms,
 --       17 '1' on a retry after a lost reply, 18 kind limits JSON (as take.lua's ARGV), 19 ms our
---       lease must have left (0: no fence), 20 settle.lua's ARGV[12] (the attempt's input hash)
+--       lease must have left (0: no fence), 20 settle.lua's ARGV[12] (the attempt's input hash),
+--       21 settle.lua's ARGV[13] ('1' to keep the Markdown), 22 settle.lua's ARGV[14] (the Markdown text)
 -- Returns {'ok' | 'fenced', promoted waiter id or '', take.lua's answer}. On a retry whose first
 -- call landed, the settle answers 'fenced' (the caller checks what landed, as for settle.lua) and
 -- the take answers the job the first call started ('run' with the same token); when that job is the
@@ -33,7 +35,7 @@ s = s or settle_job({proc = KEYS[1], job = KEYS[2], started = KEYS[3], lock = KE
   id = ARGV[1], token = ARGV[2], outcome = ARGV[3], result = ARGV[4], error = ARGV[5],
   lock_ttl = tonumber(ARGV[6]), retention = ARGV[7], backoff = tonumber(ARGV[8]), user = ARGV[9],
   counts_try = ARGV[10] == '1', launched = ARGV[11] ~= '0', input_hash = ARGV[20], now = now,
-  keep_busy = true})
+  keep_busy = true, markdown = ARGV[21] == '1' and ARGV[22] or nil, markdown_key = KEYS[27]})
 local t = take_job(
   {proc = KEYS[1], hi = KEYS[23], lo = KEYS[7], started = KEYS[3], waitusers = KEYS[6], finished = KEYS[8],
    events = KEYS[10], active = KEYS[11], inready = KEYS[12], busy = KEYS[21], host = KEYS[24],

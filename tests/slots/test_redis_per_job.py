@@ -149,3 +149,39 @@ def test_a_no_op_jobs_scripts_run_the_commands_they_were_cut_to(h, q):
         assert n_settle_take <= 33, (i, n_settle_take)
     _, n_take = counted(h.r, lambda: q.take("p", args(), "x"))  # nothing queued: the cheap answer
     assert n_take <= 6
+
+
+@pytest.mark.timeout(60)
+def test_the_markdown_is_kept_by_the_settle_that_completes_the_job_and_by_no_other(h, q):
+    """A parse_markdown attempt's Markdown (``Keys.markdown``) travels with its settle and is written
+    by the same script, only when that settle completes the job: one round trip and one command
+    fewer than the SET the slot sent before its settle (EVALSHA + 1 inside, where it was SET +
+    EVALSHA); a fenced or failed attempt's copy is never written."""
+    def started(user):
+        jid = h.submit("noop", user, {})
+        t = q.take("p", args(), "s-" + user)
+        assert t.entry.decode() == jid and isinstance(t.started, Started)
+        return jid, q.get(jid), t.started.token
+
+    a, job, token = started("ann")
+    # a fenced settle (another attempt owns the job now) keeps nothing
+    assert not q.settle("p", job, token + "x", "completed", result={}, lock_ttl_ms=60_000, retention_s=3600,
+                        markdown=(1, "# stale")).answer
+    assert h.r.get(h.k.markdown(a, 1)) is None
+    # the completing settle: the Markdown with it, under the attempt's number, with the retention
+    reply = q.settle("p", job, token, "completed", result={}, lock_ttl_ms=60_000, retention_s=3600,
+                     markdown=(1, "# 标题\n"))
+    assert reply.answer and h.r.get(h.k.markdown(a, 1)).decode() == "# 标题\n"
+    assert 3_500_000 < h.r.pttl(h.k.markdown(a, 1)) <= 3_600_000
+    # settle_take too; a failure keeps none
+    b, job, token = started("bob")
+    reply, _ = q.settle_take("p", job, token, "failed", args(), "t1", markdown=(1, "# failed"))
+    assert reply.answer and h.r.get(h.k.markdown(b, 1)) is None
+    # the same settle of two jobs alike, without and with the Markdown
+    c, job, token = started("cy")
+    _, n_without = counted(h.r, lambda: q.settle_take("p", job, token, "completed", args(), "t2", result={}))
+    d, job, token = started("dee")
+    _, n_with = counted(h.r, lambda: q.settle_take("p", job, token, "completed", args(), "t3", result={},
+                                                   markdown=(1, "# d")))
+    assert h.r.get(h.k.markdown(c, 1)) is None and h.r.get(h.k.markdown(d, 1)) == b"# d"
+    assert n_with == n_without + 1, (n_with, n_without)  # the SET inside the script, no call of its own

@@ -158,7 +158,8 @@ end
 -- Settle one attempt, fenced by its token, and release what it held (S: settle.lua's keys and
 -- arguments by name; keep_busy: the caller starts the slot's next job, whose busy state replaces
 -- this one, or clears it itself; ready_hi: promoted waiters, released run waiters, dependents and a
--- requeue go back to their own class's list). Returns {'ok', promoted id or ''} | {'fenced'}.
+-- requeue go back to their own class's list; markdown: a completed attempt's Markdown, kept under
+-- markdown_key, so a fenced attempt's copy is never written). Returns {'ok', promoted id or ''} | {'fenced'}.
 local function settle_job(S)
   local id, token, outcome, now = S.id, S.token, S.outcome, S.now
   if not S.keep_busy then clear_busy(S.busy, id) end
@@ -187,6 +188,7 @@ local function settle_job(S)
   if outcome == 'completed' then
     set_state(ctx, old, 'completed', {'result', S.result, 'error', '', 'finished_at', now, 'token', ''}, false, now)
     on_terminal(S.job, S.deps, ready, S.finished, id, now, S.retention, {'completed', j[8], j[9]})
+    if S.markdown then redis.call('SET', S.markdown_key, S.markdown, 'PX', tonumber(S.retention) * 1000) end
     if j[7] then
       -- A run item: skip trusts the hash this attempt took of what it read, not the submit-time one.
       redis.call('HSET', S.job, 'input_hash', S.input_hash)
