@@ -68,12 +68,19 @@ DIV0, VALUE, NUM = XlError("#DIV/0!"), XlError("#VALUE!"), XlError("#NUM!")
 
 class Formula(msgspec.Struct, gc=False):  # strings and an int: no cycles; a Struct is made in C (a bill: 26k)
     """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number; the fast
-    reader also keeps its column letters and style index here (its pending cells are these objects)."""
+    reader also keeps its column letters and style index here (its pending cells are these objects). With
+    ``templated`` the text is already the row template (the row number replaced by ``#``, no other ``#``): the
+    fast reader decodes one text per template, not per cell (``xlsx_cells._templates``)."""
 
     text: str
     row: str
     col: str = ""
     sid: int = 0
+    templated: bool = False
+
+    def formula_text(self) -> str:
+        """The formula as written (no leading ``=``)."""
+        return self.text.replace("#", self.row) if self.templated else self.text
 
 
 class _Raise(Exception):
@@ -124,7 +131,7 @@ class Evaluator:
                 raise Unsupported("circular or too deeply nested references")
             active.add(mark)
             try:
-                v = self._run(v.text, sheet, v.row, g)
+                v = self._run(v.text, sheet, v.row, g, v.templated)
             finally:
                 active.discard(mark)
             g[key] = v
@@ -150,10 +157,13 @@ class Evaluator:
         """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
         return self._run(text, sheet, row, self.grid(sheet))
 
-    def _run(self, text: str, sheet: str, row: str, g: dict):
-        if "#" in text:
-            raise Unsupported("error literal or '#' in the formula")
-        fn, params = _compile(text.replace(row, "#") if row in text else text)
+    def _run(self, text: str, sheet: str, row: str, g: dict, templated: bool = False):
+        if templated:  # (its maker refused a "#" of its own)
+            fn, params = _compile(text)
+        else:
+            if "#" in text:
+                raise Unsupported("error literal or '#' in the formula")
+            fn, params = _compile(text.replace(row, "#") if row in text else text)
         try:
             v = fn(self, sheet, g, row, params)
         except _Raise as e:

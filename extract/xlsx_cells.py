@@ -25,23 +25,23 @@ _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matc
 _FORMULA = operator.itemgetter(4)  # of _CELL's
 
 
-_ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
+_ROW_TAG = re.compile(rb'<row r="([0-9]++)"([^>]*+)>')  # the attributes end with "/" in an empty row
 _DEFAULT_HEIGHT = re.compile(rb'<(?:\w+:)?sheetFormatPr\b[^>]*?\bdefaultRowHeight="([^"]*)"')
 _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
 # (group 7: a plain inline string, as openpyxl writes every string). The formula element: a greedy scan to its
 # first ">" then its text, before the self-closing form: a lazy "[^>]*?/>" first tried "/>" at every character of
 # the attributes (LibreOffice writes aca="false" on each), half the time of the whole match
-_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
-                   rb'(?:/>|>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?'
-                   rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
+_CELL = re.compile(rb'<c r="([A-Z]{1,3}+)([0-9]++)"(?: s="([0-9]++)")?+(?: t="([a-zA-Z]++)")?+\s*+'
+                   rb'(?:/>|>(<f\b[^>]*+>[^<]*+</f>|<f\b[^>]*/>)?+'
+                   rb'(?:<v>([^<]*+)</v>|<v/>|<is><t(?: xml:space="preserve")?+>([^<]*+)</t></is>)?+</c>)')
 # the commonest shapes in one pattern (see cells_of): a shared string (group 4), an empty cell (no value; its
 # column still counts for the sheet's width), a number (group 5; cached values of formulas too), a formula's
 # cached text result as LibreOffice writes every one (group 6 its type, 7 its formula, 8 its text, maybe empty)
 _OTHER_TYPE = re.compile(rb' t="(?!s"|n"|str")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
-_SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
-                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]+)</v></c>'
-                      rb'|( t="str")>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]*)</v></c>)')
+_SN_CELL = re.compile(rb'<c r="([A-Z]{1,3}+)([0-9]++)"(?: s="([0-9]++)")?+(?: t="s"><v>([0-9]++)</v></c>'
+                      rb'|(?: t="[a-zA-Z]++")?+/>|(?: t="n")?+>(?:<f\b[^>]*+>[^<]*+</f>|<f\b[^>]*/>)?+<v>([^<]++)</v></c>'
+                      rb'|( t="str")>(<f\b[^>]*+>[^<]*+</f>|<f\b[^>]*/>)?+<v>([^<]*+)</v></c>)')
 
 
 def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles, epoch):
@@ -161,11 +161,52 @@ def _pending(found: list) -> list[Pending]:
         if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
             raise NeedsOpenpyxl("shared formula without a cached value")
         bodies = [f[len(h): -4] for f, h in zip(elements, heads)]  # (_CELL: the element ends with </f>)
-    escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
-    texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
     sids = {s: int(s) if s else 0 for s in set(map(_STYLE, cells))}  # (int() of bytes, a call per cell: slow)
-    return list(map(Formula, texts, map(bytes.decode, map(_ROW, cells)), map(bytes.decode, map(_COL, cells)),
-                    map(sids.__getitem__, map(_STYLE, cells))))
+    rows = list(map(_ROW, cells))
+    texts, templated = _texts(bodies, rows)
+    return list(map(Formula, texts, map(bytes.decode, rows), map(bytes.decode, map(_COL, cells)),
+                    map(sids.__getitem__, map(_STYLE, cells)), templated))
+
+
+# a character reference to a digit or "#": its text could hold the row number or the placeholder where the bytes
+# do not (see _templates)
+_DIGIT_REF = re.compile(rb"&#(?:0*(?:35|4[89]|5[0-7])|x0*(?:23|3[0-9]));")
+_AMP_DIGIT = re.compile(rb"&[0-9]")
+_REF = re.compile(rb"&(?:#[0-9]+|#x[0-9a-fA-F]+|amp|lt|gt|quot|apos);")  # xlsx_strings._ENTITY's, whole
+
+
+def _texts(bodies: list[bytes], rows: list[bytes]) -> tuple[list[str], list[bool]]:
+    """The decoded text of each formula, and whether it is its row template (``formula``'s: the row number replaced
+    by ``#``), which is decoded once per distinct template instead of once per cell: a bill's 26k formula texts
+    are ~20 templates, and every one of its IF texts holds references (``&gt;``, ``&#22797;``) to decode.
+
+    A template is decoded where the bytes' template is the decoded text's: past the checks below, the references
+    decode to no digit and hold none the replacement touched, so decoding and replacing the row's digits
+    commute. Where it might not be, the cell's own text is decoded: a row number replaced inside a reference
+    (``&#22797;`` in row 2: every ``&`` must still start a whole reference), a reference to a digit or ``#``
+    (its text could hold the row number where the bytes do not); every text where one holds a ``#`` outside a
+    reference (the evaluator refuses those) or an ``&`` the row's ``#`` could make a reference of (``&12;``).
+    One parse for all (``unescape_all``), as before templates: a text it cannot parse sends all to its fallback."""
+    joined = b"\0".join(bodies)
+    if joined.count(b"#") != joined.count(b"&#") or _AMP_DIGIT.search(joined):
+        templates = bodies
+        good = []
+    else:
+        templates = list(map(bytes.replace, bodies, rows, itertools.repeat(b"#")))
+        good = [t for t in set(templates) if b"&" not in t
+                or t.count(b"&") == len(_REF.findall(t)) and _DIGIT_REF.search(t) is None]
+    ok = set(good)
+    own = len(ok) < len(set(templates))  # some cells decode their own text
+    mine = [b for b, t in zip(bodies, templates) if t not in ok] if own else []
+    escaped = [t for t in good if b"&" in t or b"\r" in t]
+    decoded = iter(unescape_all(escaped + [b for b in mine if b"&" in b or b"\r" in b]))  # one parse: references, CRs
+    texts = dict(zip(escaped, decoded))
+    texts.update((t, t.decode()) for t in good if t not in texts)
+    out = list(map(texts.get, templates))
+    if not own:
+        return out, [True] * len(out)
+    theirs = iter([next(decoded) if b"&" in b or b"\r" in b else b.decode() for b in mine])
+    return [t if t is not None else next(theirs) for t in out], list(map(ok.__contains__, templates))
 
 
 def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str],

@@ -148,7 +148,7 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
                     v = slow(g, title, key, p)
             except Unsupported:
                 r0, c0 = int(p.row) - 1, _col0(p.col)
-                cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
+                cells.append(SheetCell(r0, c0, "=" + p.formula_text(), "formula"))
                 shown += 1
                 continue
             computed += 1

@@ -256,3 +256,32 @@ def test_text_read_by_formulas_is_indexed_by_column(tmp_path, monkeypatch):
         for r in range(0, 43):
             assert values.get(col, str(r)) == whole.get(col, str(r)), (col, r)
     assert whole._cells is not None and values._cells is not None and not values._columns  # (past 3 columns)
+
+
+def test_formula_texts_are_decoded_once_per_row_template(monkeypatch):
+    """Speed: the regex path decodes a formula's text once per row template (its row number replaced by ``#``),
+    not once per cell — a bill's 26k formula texts are ~20 templates, every IF text full of ``&#…;`` references.
+    Where a template might not be its text's (the row number inside a reference, a reference to a digit or
+    ``#``, a ``#`` of the text's own, an ``&`` the ``#`` could make a reference of) the cell's own text is
+    decoded; either way each text is what decoding it alone gives."""
+    from tender_pool.extract import xlsx_cells
+    from tender_pool.extract.xlsx_strings import unescape_all
+
+    rows = [str(r).encode() for r in range(1, 60)]
+    bodies = [b"IF(H%s&gt;=1000000,&quot;&#22797;&#26680;:&quot;&amp;E%s,&quot;&quot;)" % (r, r) for r in rows]
+    bodies += [b"ROUND(F%s*G%s,2)" % (r, r) for r in rows]
+    decoded = []
+    monkeypatch.setattr(xlsx_cells, "unescape_all", lambda items: decoded.append(len(items)) or unescape_all(items))
+    texts, templated = xlsx_cells._texts(bodies, rows + rows)
+    # the references to 复 (22797) and 核 (26680) hold these rows' numbers: those cells decode their own text
+    own = [r for r in rows if r in b"22797" or r in b"26680"]
+    assert [r for r, t in zip(rows, templated) if not t] == own == [b"2", b"6", b"7", b"8", b"9", b"22", b"26", b"27"]
+    # one parse: 3 IF templates (rows 1 and 10 put # into 1000000 too) and the 8 cells' own texts
+    assert all(templated[len(rows):]) and decoded == [3 + 8]
+    assert texts[2] == 'IF(H#>=1000000,"复核:"&E#,"")' and texts[3] is texts[2]
+    assert texts[0] == 'IF(H#>=#000000,"复核:"&E#,"")' and texts[1] == 'IF(H2>=1000000,"复核:"&E2,"")'
+    for cases in ([b"A#1", b"B1"], [b"&#51;+A3", b"&#x33;&amp;3"], [b"&amp;12+1", b"x&12;"], [b"&lt;3", b"3"]):
+        got, flags = xlsx_cells._texts(cases, [b"3"] * len(cases))
+        assert [t.replace("#", "3") if f else t for t, f in zip(got, flags)] == unescape_all(cases)
+        assert all(t.replace("3", "#") == g for t, g, f in zip(unescape_all(cases), got, flags) if f)
+    assert xlsx_cells._texts([b"&#51;+A3", b"A3&lt;1"], [b"3", b"3"])[1] == [False, True]
