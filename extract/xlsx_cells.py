@@ -9,6 +9,7 @@ formats as displayed (``numfmt``), wrap flags from the cell's alignment.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -18,11 +19,11 @@ from tender_pool.extract.formula import Formula
 from tender_pool.extract.numfmt import format_all, format_value, formatter, general
 from tender_pool.extract.xlsx_formulas import Pending, SheetValues
 from tender_pool.extract.xlsx_parts import NeedsOpenpyxl, Styles, col_index, float_or
-from tender_pool.extract.xlsx_strings import unescape, unescape_all
+from tender_pool.extract.xlsx_strings import decode_texts, unescape, unescape_all, unescape_each
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
-_FORMULA = operator.itemgetter(4)  # of _CELL's
+_TYPE, _FORMULA, _INLINE = operator.itemgetter(3), operator.itemgetter(4), operator.itemgetter(6)  # of _CELL's
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]++)"([^>]*+)>')  # the attributes end with "/" in an empty row
@@ -116,9 +117,22 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         if b"<f" in body:
             pending = _pending(found)
         common = found  # (column, row, style first, as in _SN_CELL's)
-        strs = [x for x in found if x[3] == b"s" and x[5]]
-        nums = [x for x in found if x[5] and (not x[3] or x[3] == b"n")]
-        rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
+        types = list(map(_TYPE, found))
+        texts = None
+        if set(types) <= {b"", b"n", b"inlineStr"}:  # openpyxl's: numbers, formulas, inline strings, picked in C
+            strs = []
+            nums = [x for x in itertools.compress(found, map(b"inlineStr".__ne__, types)) if x[5]]
+            inline = list(itertools.compress(found, map(b"inlineStr".__eq__, types)))
+            rest = [x for x in inline if x[5] or x[6]]
+            # every other cell a number, a formula without a value or nothing (no formula with an inline string,
+            # no inline text untyped): what formulas read of the sheet but numbers are these texts
+            if not any(map(_FORMULA, inline)) and not any(map(_INLINE, itertools.compress(
+                    found, map(b"inlineStr".__ne__, types)))):
+                texts = functools.partial(_text_column, inline)
+        else:
+            strs = [x for x in found if x[3] == b"s" and x[5]]
+            nums = [x for x in found if x[5] and (not x[3] or x[3] == b"n")]
+            rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
         sv = nv = 5
         # the numbers in the second lambda, the pending formulas in ``pending``: the first holds the other cells
         values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
@@ -128,7 +142,7 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
                              lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums},
                              lambda k: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
                                         if c == k and (not v or (t and t != b"n"))
-                                        and not (f and not v and not inl and t != b"str")})
+                                        and not (f and not v and not inl and t != b"str")}, texts)
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -146,6 +160,12 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         ids = {s: int(s) if s else 0 for s in {x[2] for part in (common, rest) for x in part}}
         cells = cells_of(strs, nums, rest, rowmap, colmap, ids, strings, styles, epoch, sv, nv)
     return cells, max_col, rest_xml, values, pending
+
+
+def _text_column(inline: list, letters: bytes) -> dict[str, str]:
+    """{reference: text} of one column's inline strings (``SheetValues``'s ``texts``), decoded in one parse."""
+    cells = list(itertools.compress(inline, map(letters.__eq__, map(_COL, inline))))
+    return dict(zip([(c + r).decode() for c, r, *_ in cells], unescape_each([x[5] or x[6] for x in cells])))
 
 
 def _pending(found: list) -> list[Pending]:
@@ -272,10 +292,14 @@ def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids
         texts = format_all(show, values, all_int or exact)
         cells += map(SheetCell, map(rows, map(_ROW, group)), map(cols, map(_COL, group)), texts,
                      itertools.repeat("number"))
-    raw = [x[5] or x[6] for x in rest]
-    plain = iter(unescape_all([v for v in raw if b"&" in v]))
-    texts = [next(plain) if b"&" in v else v.decode() for v in raw]
+    texts = decode_texts([x[5] or x[6] for x in rest])
     # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
+    types = set(map(_TYPE, rest))
+    if types <= {b"inlineStr"}:  # (an empty inline string is no cell) the tuples as matched, by C-level map
+        kept = list(itertools.compress(rest, texts))
+        cells += map(SheetCell, map(rows, map(_ROW, kept)), map(cols, map(_COL, kept)), filter(None, texts),
+                     itertools.repeat("string"), map(wrap_of.__getitem__, map(_STYLE, kept)))
+        return cells
     cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
               if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
     others = [(x, v) for x, v in zip(rest, texts) if x[3] != b"inlineStr" and x[3] != b"str"]  # (no loop over those)

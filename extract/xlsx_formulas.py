@@ -36,12 +36,17 @@ class SheetValues:
 
     def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
                  decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None,
-                 column: Callable[[bytes], dict] | None = None):
+                 column: Callable[[bytes], dict] | None = None, texts: Callable[[bytes], dict] | None = None):
         self._build = build
         # ``build`` restricted to one column (the regex path): formulas read text from a column or two of a sheet
         # (a bill: its unit column), and indexing only those skips ~half the work of indexing every cell
         self._column = column
         self._columns: dict[str, dict] = {}
+        # {reference: text} of one column's inline strings, where no other cell but numbers and formulas without a
+        # value holds anything (the regex path over openpyxl's shapes): a cell in neither is then empty, and a bill's
+        # reads of its unit column skip the raw entries (a column's index, a conversion per cell read)
+        self._texts = texts
+        self._text_columns: dict[str, dict] = {}
         self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
         self._number_cells = None
         self._cells = None
@@ -69,6 +74,11 @@ class SheetValues:
         number = self._numbers_of().get(key)
         if number is not None:  # (the regex path's raw entries leave the plain numbers out)
             return number
+        if self._texts is not None:
+            texts = self._text_columns.get(col)
+            if texts is None:
+                texts = self._text_columns[col] = self._texts(col.encode())
+            return texts.get(key)
         cells = self._cells
         if cells is None:
             cells = self._columns.get(col)

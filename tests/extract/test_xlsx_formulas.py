@@ -285,3 +285,40 @@ def test_formula_texts_are_decoded_once_per_row_template(monkeypatch):
         assert [t.replace("#", "3") if f else t for t, f in zip(got, flags)] == unescape_all(cases)
         assert all(t.replace("3", "#") == g for t, g, f in zip(unescape_all(cases), got, flags) if f)
     assert xlsx_cells._texts([b"&#51;+A3", b"A3&lt;1"], [b"3", b"3"])[1] == [False, True]
+
+
+def test_inline_text_read_by_formulas_skips_the_raw_entries(tmp_path, monkeypatch):
+    """Speed: where a sheet holds only numbers, formulas without values and inline strings (openpyxl's shapes), a
+    formula reading text gets it from one column's inline strings decoded in one parse, never from the cells' raw
+    entries (no index of them built, no conversion per cell read); each value read is what the raw entries give,
+    references, CRs and empty strings included."""
+    import openpyxl
+
+    made = []
+    real = __import__("tender_pool.extract.xlsx_formulas", fromlist=["SheetValues"]).SheetValues
+
+    class Recording(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr("tender_pool.extract.xlsx_cells.SheetValues", Recording)
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "S"
+    for r in range(1, 31):
+        ws.append([f"甲{r}&<\"" if r % 4 else ("a\r\nb" if r == 8 else ""), float(r), f"=A{r}&B{r}",
+                   f"=IF(B{r}>20,A{r},E{r})", None if r % 3 else "x"])
+    ws["F3"] = "&#51;"
+    ws["G3"] = "=F3&A99"
+    wb.save(tmp_path / "t.xlsx")
+    x = extract(str(tmp_path / "t.xlsx"))
+    assert x.engine == "xlsx-stream" and "甲5&<\"5" in x.markdown and "&#51;" in x.markdown, x.markdown[:400]
+    (values,) = made
+    assert values._cells is None and not values._columns and sorted(values._text_columns) == ["A", "E", "F"]
+    whole = real(values._build, values._strings, True, list(values._formulas.values()), values._decode,
+                 values._numbers)
+    for col in "ABCDEFG":
+        for r in range(0, 33):
+            got = values.get(col, str(r))
+            assert got == whole.get(col, str(r)) and type(got) is type(whole.get(col, str(r))), (col, r)
