@@ -553,8 +553,9 @@ class _Gen:
     """Recursive descent over the tokens, Excel's precedence from loosest: comparison, &, + -, * /, ^, %,
     unary minus, reference. Each method returns a node ``(source, kind)`` of Python source over ``ev`` (the
     Evaluator), ``s`` (the sheet), ``R`` (the row digits), ``g`` (the sheet's grid) and ``P`` (the constants);
-    kind "num" is a float for sure, "ref" a reference (then the node has a third item: its source as a number).
-    The source is Python only we write: every constant of the text goes into ``P``, never into the source."""
+    kind "num" is a float for sure, "str" a text and "bool" a boolean for sure (no coercion call: a bill's
+    IF(H5>=1000000,"复核:"&E5,"") makes none), "ref" a reference (then the node has a third item: its source as a
+    number). The source is Python only we write: every constant of the text goes into ``P``, never into the source."""
 
     def __init__(self, text: str):
         self.toks = _tokens(text)
@@ -584,7 +585,12 @@ class _Gen:
         t = self.tmp()
         return f"({t} if type({t} := {e[0]}) is float else _num({t}))"
 
+    def text(self, e) -> str:
+        return e[0] if e[1] == "str" else f"_text({e[0]})"
+
     def truth(self, e) -> str:
+        if e[1] == "bool":
+            return e[0]
         t = self.tmp()
         return f"({t} if type({t} := {e[0]}) is bool else _truth({t}))"
 
@@ -606,14 +612,18 @@ class _Gen:
                 return f
             g = self.concat()
             a, b = self.tmp(), self.tmp()  # two numbers compare in Python; anything else by Excel's order
-            f = (f"({a} {_PY_OP[op]} {b} if (type({a} := {f[0]}) is float) & (type({b} := {g[0]}) is float) "
-                 f"else _compare({op!r}, {a}, {b}))", "any")
+            if g[1] == "num":  # (a float for sure, evaluated after the left side either way)
+                f = (f"({a} {_PY_OP[op]} {g[0]} if type({a} := {f[0]}) is float else _compare({op!r}, {a}, {g[0]}))",
+                     "bool")
+            else:
+                f = (f"({a} {_PY_OP[op]} {b} if (type({a} := {f[0]}) is float) & (type({b} := {g[0]}) is float) "
+                     f"else _compare({op!r}, {a}, {b}))", "bool")
 
     def concat(self):
         f = self.additive()
         while self.take_op(("&",)):
             g = self.additive()
-            f = (f"(_text({f[0]}) + _text({g[0]}))", "any")
+            f = (f"({self.text(f)} + {self.text(g)})", "str")
         return f
 
     def additive(self):
@@ -668,8 +678,8 @@ class _Gen:
         if kind == "str":
             const, pat = _with_row(val[1:-1].replace('""', '"'))
             if pat is None:
-                return (self.param(const), "any")
-            return (f"{self.param(pat)}.replace('#', R)", "any")
+                return (self.param(const), "str")
+            return (f"{self.param(pat)}.replace('#', R)", "str")
         if kind == "bool":
             return ("True" if val.upper() == "TRUE" else "False", "any")
         if kind == "ref":

@@ -322,3 +322,19 @@ def test_inline_text_read_by_formulas_skips_the_raw_entries(tmp_path, monkeypatc
         for r in range(0, 33):
             got = values.get(col, str(r))
             assert got == whole.get(col, str(r)) and type(got) is type(whole.get(col, str(r))), (col, r)
+
+
+def test_known_texts_and_booleans_need_no_coercion():
+    """Speed: what is a text for sure (a string, a concatenation) is not passed through ``_text`` again, a
+    comparison's boolean not through ``_truth``, and a comparison with a number tests the type of one side only:
+    the bill's IF(H5>=1000000,"复核:"&E5,"") calls nothing but for the text it reads. The values stay Excel's."""
+    from tender_pool.extract.formula import _Gen
+
+    src, _ = _Gen('IF(H#>=1000000,"复核:"&E#,"")').source()
+    assert "_truth" not in src and src.count("_text(") == 1 and src.count("is float") == 3, src  # (was 4)
+    src, _ = _Gen('"a"&"b"&C#&(1>2)').source()
+    assert src.count("_text(") == 2, src  # the reference and the boolean
+    ev = _book({"S!A1": "x", "S!B1": 2.0, "S!C1": True})
+    assert ev.evaluate('"a"&"b"&A1&(1>2)&(B1>1)&C1', "S", "1") == "abxFALSETRUETRUE"
+    assert ev.evaluate('IF(A1>=1,"y","n")&IF(B1>=2,"y","n")&IF(C1>=1,"y","n")', "S", "1") == "yyy"
+    assert ev.evaluate('IF(A1="X",1,2)+IF("b">A1,10,20)', "S", "1") == 21.0
