@@ -29,7 +29,9 @@ formulas at once (``prefill``).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 import re
 from typing import Callable
 
@@ -497,15 +499,15 @@ def _range(ev: Evaluator, g: dict, sheet: str, cols: tuple, r1: int, r2: int) ->
         r1, r2 = r2, r1
     if (r2 - r1 + 1) * len(cols) > MAX_RANGE:
         raise Unsupported("range too large")
-    get, slow = g.get, ev.slow
-    out = []
-    append = out.append
-    for n in range(r1, r2 + 1):
-        rs = str(n)
-        for c in cols:
-            k = c + rs
+    keys = [c + rs for rs in map(str, range(r1, r2 + 1)) for c in cols]
+    out = list(map(g.get, keys, itertools.repeat(_MISS)))  # (a number in the grid is final: read them all at once)
+    kinds = list(map(type, out))
+    if kinds.count(float) != len(kinds):  # the others in order, each read again (one before may have computed it)
+        get, slow = g.get, ev.slow
+        for i in itertools.compress(range(len(kinds)), map(operator.is_not, kinds, itertools.repeat(float))):
+            k = keys[i]
             v = get(k, _MISS)
-            append(v if type(v) is float else slow(g, sheet, k, v))
+            out[i] = v if type(v) is float else slow(g, sheet, k, v)
     return out
 
 

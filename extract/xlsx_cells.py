@@ -23,7 +23,7 @@ from tender_pool.extract.xlsx_strings import decode_texts, unescape, unescape_al
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
-_TYPE, _FORMULA, _INLINE = operator.itemgetter(3), operator.itemgetter(4), operator.itemgetter(6)  # of _CELL's
+_TYPE, _FORMULA = operator.itemgetter(3), operator.itemgetter(4)  # of _CELL's
 
 
 _ROW_TAG = re.compile(rb'<row r="([0-9]++)"([^>]*+)>')  # the attributes end with "/" in an empty row
@@ -124,10 +124,9 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
             nums = [x for x in itertools.compress(found, map(b"inlineStr".__ne__, types)) if x[5]]
             inline = list(itertools.compress(found, map(b"inlineStr".__eq__, types)))
             rest = [x for x in inline if x[5] or x[6]]
-            # every other cell a number, a formula without a value or nothing (no formula with an inline string,
-            # no inline text untyped): what formulas read of the sheet but numbers are these texts
-            if not any(map(_FORMULA, inline)) and not any(map(_INLINE, itertools.compress(
-                    found, map(b"inlineStr".__ne__, types)))):
+            # every other cell a number, a formula without a value or nothing (no formula with an inline string;
+            # every <is> an inline string's): what formulas read of the sheet but numbers is these texts
+            if body.count(b"<is>") == body.count(b't="inlineStr"><is>') and not any(map(_FORMULA, inline)):
                 texts = functools.partial(_text_column, inline)
         else:
             strs = [x for x in found if x[3] == b"s" and x[5]]

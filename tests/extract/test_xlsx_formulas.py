@@ -338,3 +338,4 @@ def test_known_texts_and_booleans_need_no_coercion():
     assert ev.evaluate('"a"&"b"&A1&(1>2)&(B1>1)&C1', "S", "1") == "abxFALSETRUETRUE"
     assert ev.evaluate('IF(A1>=1,"y","n")&IF(B1>=2,"y","n")&IF(C1>=1,"y","n")', "S", "1") == "yyy"
     assert ev.evaluate('IF(A1="X",1,2)+IF("b">A1,10,20)', "S", "1") == 21.0
+
