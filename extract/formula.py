@@ -93,6 +93,7 @@ class _Raise(Exception):
 
 
 _MISS = object()
+_ACTIVE = object()  # the grid entry of a formula while it runs
 
 
 class Evaluator:
@@ -108,7 +109,7 @@ class Evaluator:
         self._cell = cell
         self._prefill = prefill or {}
         self.grids: dict[str, dict] = {}
-        self._active: set[tuple[str, str]] = set()
+        self._depth = 0  # formulas running, each waiting on the next
 
     def grid(self, sheet: str) -> dict:
         g = self.grids.get(sheet)
@@ -119,24 +120,35 @@ class Evaluator:
 
     def slow(self, g: dict, sheet: str, key: str, v):
         """The value of reference ``key`` whose grid entry ``v`` was not a number: not yet read (``_MISS``), a
-        formula to compute, or another value (returned as is)."""
+        formula to compute, or another value (returned as is). While a formula runs its entry is ``_ACTIVE``, so
+        a reference back to it is circular (a mark in the grid: a set of marks cost a tuple and two set
+        operations a cell); a formula that fails leaves its entry as it was."""
         if v is _MISS:
             col = key.rstrip(_DIGITS)
             v = self._cell(sheet, col, key[len(col):])
             if type(v) is not Formula:
                 g[key] = v
                 return v
-        if type(v) is Formula:
-            active = self._active
-            mark = (sheet, key)
-            if mark in active or len(active) >= MAX_DEPTH:
+        elif type(v) is not Formula:
+            if v is _ACTIVE:
                 raise Unsupported("circular or too deeply nested references")
-            active.add(mark)
-            try:
-                v = self._run(v.text, sheet, v.row, g, v.templated)
-            finally:
-                active.discard(mark)
-            g[key] = v
+            return v
+        if self._depth >= MAX_DEPTH:
+            raise Unsupported("circular or too deeply nested references")
+        before = g.get(key, _MISS)
+        g[key] = _ACTIVE
+        self._depth += 1
+        try:
+            v = self._run(v.text, sheet, v.row, g, v.templated)
+        except BaseException:
+            if before is _MISS:
+                del g[key]
+            else:
+                g[key] = before
+            raise
+        finally:
+            self._depth -= 1
+        g[key] = v
         return v
 
     def value(self, sheet: str, col: str, row: str):

@@ -339,3 +339,25 @@ def test_known_texts_and_booleans_need_no_coercion():
     assert ev.evaluate('IF(A1>=1,"y","n")&IF(B1>=2,"y","n")&IF(C1>=1,"y","n")', "S", "1") == "yyy"
     assert ev.evaluate('IF(A1="X",1,2)+IF("b">A1,10,20)', "S", "1") == 21.0
 
+
+
+def test_a_running_formula_is_marked_in_its_grid():
+    """Speed: a formula being computed is marked by its own grid entry (no set of marks, a tuple and two set
+    operations a cell): a reference back to it is circular, and one that fails leaves its entry as it was."""
+    from tender_pool.extract import formula
+
+    seen = {}
+    cells = {"S!A1": "=B1+1", "S!A3": "=FOO(1)", "S!A4": "=A3+1"}
+
+    def cell(sheet, col, row):
+        if col + row == "B1":
+            seen["A1"] = ev.grids["S"].get("A1")
+            return 2.0
+        v = cells.get(f"{sheet}!{col}{row}")
+        return Formula(v[1:], row) if isinstance(v, str) else v
+
+    ev = Evaluator(cell, {"S": lambda: {"A4": Formula("A3+1", "4")}})
+    assert ev.value("S", "A", "1") == 3.0 and seen["A1"] is formula._ACTIVE and ev.grids["S"]["A1"] == 3.0
+    with pytest.raises(Unsupported):
+        ev.value("S", "A", "4")
+    assert "A3" not in ev.grids["S"] and type(ev.grids["S"]["A4"]) is Formula and ev._depth == 0
