@@ -133,9 +133,9 @@ class Evaluator:
             if v is _ACTIVE:
                 raise Unsupported("circular or too deeply nested references")
             return v
-        if self._depth >= MAX_DEPTH:
+        before = g.get(key, _MISS)  # (a formula the caller passed may be running already: its entry says so)
+        if before is _ACTIVE or self._depth >= MAX_DEPTH:
             raise Unsupported("circular or too deeply nested references")
-        before = g.get(key, _MISS)
         g[key] = _ACTIVE
         self._depth += 1
         try:
@@ -163,7 +163,7 @@ class Evaluator:
         g = self.grid(sheet)
         key = col + row
         v = g.get(key, _MISS)
-        if v is _MISS or type(v) is Formula:
+        if v is _MISS or type(v) is Formula or v is _ACTIVE:
             v = self.slow(g, sheet, key, Formula(text, row))
         return v
 

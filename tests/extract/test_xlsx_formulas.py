@@ -361,3 +361,23 @@ def test_a_running_formula_is_marked_in_its_grid():
     with pytest.raises(Unsupported):
         ev.value("S", "A", "4")
     assert "A3" not in ev.grids["S"] and type(ev.grids["S"]["A4"]) is Formula and ev._depth == 0
+
+
+def test_a_formula_passed_while_it_runs_is_circular():
+    """The grid mark holds for a formula the caller passes in too (``compute``, the openpyxl path's): computed
+    while it runs, it is circular at once, as the set of marks said before."""
+    from tender_pool.extract import formula
+
+    calls = []
+
+    def cell(sheet, col, row):
+        calls.append(col + row)
+        if col + row == "B1":
+            return ev.compute("S", "A", "1", "B1+1")  # A1 again, while A1 runs
+        return None
+
+    ev = Evaluator(cell)
+    with pytest.raises(Unsupported, match="circular"):
+        ev.compute("S", "A", "1", "B1+1")
+    assert calls == ["B1"] and ev._depth == 0 and "A1" not in ev.grids["S"]
+    assert formula._ACTIVE not in ev.grids["S"].values()
