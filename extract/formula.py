@@ -72,7 +72,7 @@ class Formula(msgspec.Struct, gc=False):  # strings and an int: no cycles; a Str
     """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number; the fast
     reader also keeps its column letters and style index here (its pending cells are these objects). With
     ``templated`` the text is already the row template (the row number replaced by ``#``, no other ``#``): the
-    fast reader decodes one text per template, not per cell (``xlsx_cells._templates``)."""
+    fast reader decodes one text per template, not per cell (``xlsx_cells._texts``)."""
 
     text: str
     row: str

@@ -191,7 +191,7 @@ def _pending(found: list) -> list[Pending]:
 
 
 # a character reference to a digit or "#": its text could hold the row number or the placeholder where the bytes
-# do not (see _templates)
+# do not (see _texts)
 _DIGIT_REF = re.compile(rb"&#(?:0*(?:35|4[89]|5[0-7])|x0*(?:23|3[0-9]));")
 _AMP_DIGIT = re.compile(rb"&[0-9]")
 _REF = re.compile(rb"&(?:#[0-9]+|#x[0-9a-fA-F]+|amp|lt|gt|quot|apos);")  # xlsx_strings._ENTITY's, whole
