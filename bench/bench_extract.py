@@ -6,6 +6,9 @@ against the same bill with the values LibreOffice computed and cached, through e
 ``--phases``: instead, where ``extract()``'s CPU time goes on those two bills: each phase's best of ``--rounds``
 (the shared strings, each sheet's cells by regex, the pending formulas, the cells built, the evaluation and its
 parts, Markdown, the page estimate).
+``--ab TREE``: instead, paired A/B of ``extract()`` on those two bills against another checkout (e.g. /work/main,
+its own ``.venv``): ``--rounds`` pairs of processes, the order alternating, each the best CPU and wall of 3 forked
+runs after one untimed; medians and min-max of the samples, with the load average.
 ``--large``: instead, the issue-13 table: every reader variant on the generated 12k-row bill of quantities
 (tests/extract/bigbook.py, .xlsx and its LibreOffice .xls twin), 53446.xls, the 130-page .doc, and the stages
 of a small .doc through ``run_job`` (best of ``--rounds``), with the machine's load average.
@@ -34,8 +37,11 @@ def main() -> int:
     ap.add_argument("--large", action="store_true", help="the reader-variant table of issue 13")
     ap.add_argument("--formulas", action="store_true", help="the uncached-formula table of issue 17")
     ap.add_argument("--phases", action="store_true", help="extract()'s CPU time by phase on the formula bills")
+    ap.add_argument("--ab", metavar="TREE", help="paired A/B on the formula bills against another checkout")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.ab:
+        return ab(Path(args.ab), args.rounds)
     if args.phases:
         return phases(args.rounds)
     if args.large:
@@ -151,6 +157,53 @@ def formulas(rounds: int) -> int:
         print(f"{'':44s} engine {x.engine}; {'; '.join(x.warnings) or 'no warnings'}")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())} "
           f"on {__import__('os').cpu_count()} CPUs")
+    return 0
+
+
+_AB_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from bench_extract import _forked
+from tender_pool.extract.api import extract
+path = sys.argv[2]
+extract(path)
+wall, cpu = _forked(lambda: extract(path), 3)
+print(wall * 1000, cpu * 1000)
+"""
+
+
+def ab(other: Path, pairs: int) -> int:
+    """Paired A/B of ``extract()`` on the two formula bills: this checkout against ``other`` (its own .venv and
+    code), one process per sample, the order alternating so a change in the machine's load falls on both."""
+    import os
+    import subprocess
+
+    import bigbook
+
+    bigbook.ensure_soffice()
+    here = Path(__file__).resolve().parents[1]
+    trees = {"this": here, "other": other.resolve()}
+    print(f"this = {here}, other = {other.resolve()}; {pairs} pairs; ms (best of 3 forked runs each)")
+    print(f"{'document':40s} {'tree':6s} {'CPU median (min-max)':>24s} {'wall median (min-max)':>24s}")
+    loads = [os.getloadavg()[0]]
+    for doc, path in zip(("bill 12k rows, formulas without values", "same bill, values cached (LibreOffice)"),
+                         bigbook.formula_paths()):
+        got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+        for i in range(pairs):
+            for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):
+                tree = trees[name]
+                out = subprocess.run([str(tree / ".venv" / "bin" / "python"), "-c", _AB_CHILD, str(here / "bench"),
+                                      str(path)], capture_output=True, text=True, check=True, cwd=tree,
+                                     env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                wall, cpu = map(float, out.stdout.split())
+                got[name].append((cpu, wall))
+            loads.append(os.getloadavg()[0])
+        for name, samples in got.items():
+            cpu = [x[0] for x in samples]
+            wall = [x[1] for x in samples]
+            print(f"{doc:40s} {name:6s} {statistics.median(cpu):9.0f} ({min(cpu):.0f}-{max(cpu):.0f})"
+                  f"{'':6s}{statistics.median(wall):9.0f} ({min(wall):.0f}-{max(wall):.0f})", flush=True)
+    print(f"load average (1 min) over the run: {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs")
     return 0
 
 

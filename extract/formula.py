@@ -29,7 +29,9 @@ formulas at once (``prefill``).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 import re
 from typing import Callable
 
@@ -68,12 +70,19 @@ DIV0, VALUE, NUM = XlError("#DIV/0!"), XlError("#VALUE!"), XlError("#NUM!")
 
 class Formula(msgspec.Struct, gc=False):  # strings and an int: no cycles; a Struct is made in C (a bill: 26k)
     """A cell holding a formula without a cached value: its text (no leading ``=``) and its row number; the fast
-    reader also keeps its column letters and style index here (its pending cells are these objects)."""
+    reader also keeps its column letters and style index here (its pending cells are these objects). With
+    ``templated`` the text is already the row template (the row number replaced by ``#``, no other ``#``): the
+    fast reader decodes one text per template, not per cell (``xlsx_cells._texts``)."""
 
     text: str
     row: str
     col: str = ""
     sid: int = 0
+    templated: bool = False
+
+    def formula_text(self) -> str:
+        """The formula as written (no leading ``=``)."""
+        return self.text.replace("#", self.row) if self.templated else self.text
 
 
 class _Raise(Exception):
@@ -84,6 +93,7 @@ class _Raise(Exception):
 
 
 _MISS = object()
+_ACTIVE = object()  # the grid entry of a formula while it runs
 
 
 class Evaluator:
@@ -99,7 +109,7 @@ class Evaluator:
         self._cell = cell
         self._prefill = prefill or {}
         self.grids: dict[str, dict] = {}
-        self._active: set[tuple[str, str]] = set()
+        self._depth = 0  # formulas running, each waiting on the next
 
     def grid(self, sheet: str) -> dict:
         g = self.grids.get(sheet)
@@ -110,24 +120,35 @@ class Evaluator:
 
     def slow(self, g: dict, sheet: str, key: str, v):
         """The value of reference ``key`` whose grid entry ``v`` was not a number: not yet read (``_MISS``), a
-        formula to compute, or another value (returned as is)."""
+        formula to compute, or another value (returned as is). While a formula runs its entry is ``_ACTIVE``, so
+        a reference back to it is circular (a mark in the grid: a set of marks cost a tuple and two set
+        operations a cell); a formula that fails leaves its entry as it was."""
         if v is _MISS:
             col = key.rstrip(_DIGITS)
             v = self._cell(sheet, col, key[len(col):])
             if type(v) is not Formula:
                 g[key] = v
                 return v
-        if type(v) is Formula:
-            active = self._active
-            mark = (sheet, key)
-            if mark in active or len(active) >= MAX_DEPTH:
+        elif type(v) is not Formula:
+            if v is _ACTIVE:
                 raise Unsupported("circular or too deeply nested references")
-            active.add(mark)
-            try:
-                v = self._run(v.text, sheet, v.row, g)
-            finally:
-                active.discard(mark)
-            g[key] = v
+            return v
+        before = g.get(key, _MISS)  # (a formula the caller passed may be running already: its entry says so)
+        if before is _ACTIVE or self._depth >= MAX_DEPTH:
+            raise Unsupported("circular or too deeply nested references")
+        g[key] = _ACTIVE
+        self._depth += 1
+        try:
+            v = self._run(v.text, sheet, v.row, g, v.templated)
+        except BaseException:
+            if before is _MISS:
+                del g[key]
+            else:
+                g[key] = before
+            raise
+        finally:
+            self._depth -= 1
+        g[key] = v
         return v
 
     def value(self, sheet: str, col: str, row: str):
@@ -142,7 +163,7 @@ class Evaluator:
         g = self.grid(sheet)
         key = col + row
         v = g.get(key, _MISS)
-        if v is _MISS or type(v) is Formula:
+        if v is _MISS or type(v) is Formula or v is _ACTIVE:
             v = self.slow(g, sheet, key, Formula(text, row))
         return v
 
@@ -150,10 +171,13 @@ class Evaluator:
         """The value of formula ``text`` (no leading ``=``) in a cell of ``sheet`` at ``row`` (its digits)."""
         return self._run(text, sheet, row, self.grid(sheet))
 
-    def _run(self, text: str, sheet: str, row: str, g: dict):
-        if "#" in text:
-            raise Unsupported("error literal or '#' in the formula")
-        fn, params = _compile(text.replace(row, "#") if row in text else text)
+    def _run(self, text: str, sheet: str, row: str, g: dict, templated: bool = False):
+        if templated:  # (its maker refused a "#" of its own)
+            fn, params = _compile(text)
+        else:
+            if "#" in text:
+                raise Unsupported("error literal or '#' in the formula")
+            fn, params = _compile(text.replace(row, "#") if row in text else text)
         try:
             v = fn(self, sheet, g, row, params)
         except _Raise as e:
@@ -487,15 +511,15 @@ def _range(ev: Evaluator, g: dict, sheet: str, cols: tuple, r1: int, r2: int) ->
         r1, r2 = r2, r1
     if (r2 - r1 + 1) * len(cols) > MAX_RANGE:
         raise Unsupported("range too large")
-    get, slow = g.get, ev.slow
-    out = []
-    append = out.append
-    for n in range(r1, r2 + 1):
-        rs = str(n)
-        for c in cols:
-            k = c + rs
+    keys = [c + rs for rs in map(str, range(r1, r2 + 1)) for c in cols]
+    out = list(map(g.get, keys, itertools.repeat(_MISS)))  # (a number in the grid is final: read them all at once)
+    kinds = list(map(type, out))
+    if kinds.count(float) != len(kinds):  # the others in order, each read again (one before may have computed it)
+        get, slow = g.get, ev.slow
+        for i in itertools.compress(range(len(kinds)), map(operator.is_not, kinds, itertools.repeat(float))):
+            k = keys[i]
             v = get(k, _MISS)
-            append(v if type(v) is float else slow(g, sheet, k, v))
+            out[i] = v if type(v) is float else slow(g, sheet, k, v)
     return out
 
 
@@ -543,8 +567,9 @@ class _Gen:
     """Recursive descent over the tokens, Excel's precedence from loosest: comparison, &, + -, * /, ^, %,
     unary minus, reference. Each method returns a node ``(source, kind)`` of Python source over ``ev`` (the
     Evaluator), ``s`` (the sheet), ``R`` (the row digits), ``g`` (the sheet's grid) and ``P`` (the constants);
-    kind "num" is a float for sure, "ref" a reference (then the node has a third item: its source as a number).
-    The source is Python only we write: every constant of the text goes into ``P``, never into the source."""
+    kind "num" is a float for sure, "str" a text and "bool" a boolean for sure (no coercion call: a bill's
+    IF(H5>=1000000,"复核:"&E5,"") makes none), "ref" a reference (then the node has a third item: its source as a
+    number). The source is Python only we write: every constant of the text goes into ``P``, never into the source."""
 
     def __init__(self, text: str):
         self.toks = _tokens(text)
@@ -574,7 +599,12 @@ class _Gen:
         t = self.tmp()
         return f"({t} if type({t} := {e[0]}) is float else _num({t}))"
 
+    def text(self, e) -> str:
+        return e[0] if e[1] == "str" else f"_text({e[0]})"
+
     def truth(self, e) -> str:
+        if e[1] == "bool":
+            return e[0]
         t = self.tmp()
         return f"({t} if type({t} := {e[0]}) is bool else _truth({t}))"
 
@@ -596,14 +626,18 @@ class _Gen:
                 return f
             g = self.concat()
             a, b = self.tmp(), self.tmp()  # two numbers compare in Python; anything else by Excel's order
-            f = (f"({a} {_PY_OP[op]} {b} if (type({a} := {f[0]}) is float) & (type({b} := {g[0]}) is float) "
-                 f"else _compare({op!r}, {a}, {b}))", "any")
+            if g[1] == "num":  # (a float for sure, evaluated after the left side either way)
+                f = (f"({a} {_PY_OP[op]} {g[0]} if type({a} := {f[0]}) is float else _compare({op!r}, {a}, {g[0]}))",
+                     "bool")
+            else:
+                f = (f"({a} {_PY_OP[op]} {b} if (type({a} := {f[0]}) is float) & (type({b} := {g[0]}) is float) "
+                     f"else _compare({op!r}, {a}, {b}))", "bool")
 
     def concat(self):
         f = self.additive()
         while self.take_op(("&",)):
             g = self.additive()
-            f = (f"(_text({f[0]}) + _text({g[0]}))", "any")
+            f = (f"({self.text(f)} + {self.text(g)})", "str")
         return f
 
     def additive(self):
@@ -658,8 +692,8 @@ class _Gen:
         if kind == "str":
             const, pat = _with_row(val[1:-1].replace('""', '"'))
             if pat is None:
-                return (self.param(const), "any")
-            return (f"{self.param(pat)}.replace('#', R)", "any")
+                return (self.param(const), "str")
+            return (f"{self.param(pat)}.replace('#', R)", "str")
         if kind == "bool":
             return ("True" if val.upper() == "TRUE" else "False", "any")
         if kind == "ref":

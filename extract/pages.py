@@ -17,7 +17,9 @@ The constants were fitted on the corpus as a whole (see bench/bench_extract.py),
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import re
 
 from tender_pool.extract.blocks import Block, Image, Meta, PageSetup, Para, Section, Sheet, TableBlock
@@ -33,6 +35,7 @@ def _is_wide(ch: str) -> bool:
 
 
 # _is_wide as character classes, counted by the regex engine (per-character Python costs ~0.4 s on a 100k-cell sheet)
+_R, _C, _V = operator.attrgetter("r"), operator.attrgetter("c"), operator.attrgetter("v")  # of a SheetCell
 _WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 _WIDE_INK = re.compile("[\u2e80-\u2fff\u3001-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")  # U+3000 is a space
 _OTHER = re.compile("[^\x00-\x7f\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")  # neither ASCII nor wide
@@ -115,8 +118,8 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
     # does not grow a row until the sheet is edited), so rows print at their stored or the default height
     heights: dict[int, float] = {int(e[0]): float(e[1]) for e in s.heights}
     line = s.default_height or 12.75
-    rs = [c.r for c in cells]
-    cs = [c.c for c in cells]
+    rs = list(map(_R, cells))  # (C-level maps: a 12k-row bill has ~100k cells)
+    cs = list(map(_C, cells))
     strings = [c for c in cells if not c.wrap and c.type == "string"]  # may run over empty cells to their right
     last_r = max([*rs, *(r[2] for r in rects)])
     last_c = max([*cs, *(r[3] for r in rects)])
@@ -139,8 +142,13 @@ def _sheet_pages(sheet: Sheet, pictures: list[Image] = ()) -> int:
         runs: list[tuple[int, int, int]] = []
         ncolw = len(colw)
         wide_text = CJK_TEXT * TEXT_PT
-        long = [c for c in strings if r1 <= c.r <= r2 and c1 <= c.c <= c2
-                and len(c.v) * wide_text > colw[c.c - c1]]  # else it cannot be wider than its cell
+        if whole:  # every cell inside: a text's length against its column, in C
+            ink = map(wide_text.__rmul__, map(len, map(_V, strings)))
+            long = list(itertools.compress(strings, map(operator.gt, ink,
+                                                        map(colw.__getitem__, map(c1.__rsub__, map(_C, strings))))))
+        else:
+            long = [c for c in strings if r1 <= c.r <= r2 and c1 <= c.c <= c2
+                    and len(c.v) * wide_text > colw[c.c - c1]]  # else it cannot be wider than its cell
         wider = [(c, w) for c, w in zip(long, _widths([c.v for c in long]))
                  if w is None or w * TEXT_PT - colw[c.c - c1] > 0]
         if wider:  # (row, column) of the cells in the rows that matter

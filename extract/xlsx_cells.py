@@ -9,6 +9,7 @@ formats as displayed (``numfmt``), wrap flags from the cell's alignment.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -18,30 +19,33 @@ from tender_pool.extract.formula import Formula
 from tender_pool.extract.numfmt import format_all, format_value, formatter, general
 from tender_pool.extract.xlsx_formulas import Pending, SheetValues
 from tender_pool.extract.xlsx_parts import NeedsOpenpyxl, Styles, col_index, float_or
-from tender_pool.extract.xlsx_strings import unescape, unescape_all
+from tender_pool.extract.xlsx_strings import decode_texts, unescape, unescape_all, unescape_each
 from tender_pool.extract.xlsx_view import Dim, SheetView
 
 _COL, _ROW, _STYLE = (operator.itemgetter(i) for i in range(3))  # of every matched cell's tuple
-_FORMULA = operator.itemgetter(4)  # of _CELL's
+_TYPE, _FORMULA = operator.itemgetter(3), operator.itemgetter(4)  # of _CELL's
 
 
-_ROW_TAG = re.compile(rb'<row r="([0-9]+)"([^>]*)>')  # the attributes end with "/" in an empty row
+_ROW_TAG = re.compile(rb'<row r="([0-9]++)"([^>]*+)>')  # the attributes end with "/" in an empty row
 _DEFAULT_HEIGHT = re.compile(rb'<(?:\w+:)?sheetFormatPr\b[^>]*?\bdefaultRowHeight="([^"]*)"')
 _ROW_HT, _ROW_HIDDEN, _ROW_CUSTOM = (re.compile(rb'\s%s="([^"]*)"' % a) for a in (b"ht", b"hidden", b"customHeight"))
 # the cell shape every common writer uses (attributes r, s, t in this order; an optional formula; a value)
 # (group 7: a plain inline string, as openpyxl writes every string). The formula element: a greedy scan to its
 # first ">" then its text, before the self-closing form: a lazy "[^>]*?/>" first tried "/>" at every character of
-# the attributes (LibreOffice writes aca="false" on each), half the time of the whole match
-_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="([a-zA-Z]+)")?\s*'
-                   rb'(?:/>|>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?'
-                   rb'(?:<v>([^<]*)</v>|<v/>|<is><t(?: xml:space="preserve")?>([^<]*)</t></is>)?</c>)')
+# the attributes (LibreOffice writes aca="false" on each), half the time of the whole match. Quantifiers are
+# possessive (no backtracking: nothing after them could match what they gave back) but the self-closing formula's
+# scan, which must give back its "/"; a 12k-row bill's cells 63 -> 40 ms
+_CELL = re.compile(rb'<c r="([A-Z]{1,3}+)([0-9]++)"(?: s="([0-9]++)")?+(?: t="([a-zA-Z]++)")?+\s*+'
+                   rb'(?:/>|>(<f\b[^>]*+>[^<]*+</f>|<f\b[^>]*/>)?+'
+                   rb'(?:<v>([^<]*+)</v>|<v/>|<is><t(?: xml:space="preserve")?+>([^<]*+)</t></is>)?+</c>)')
 # the commonest shapes in one pattern (see cells_of): a shared string (group 4), an empty cell (no value; its
 # column still counts for the sheet's width), a number (group 5; cached values of formulas too), a formula's
 # cached text result as LibreOffice writes every one (group 6 its type, 7 its formula, 8 its text, maybe empty)
 _OTHER_TYPE = re.compile(rb' t="(?!s"|n"|str")[a-zA-Z]+">')  # a typed cell with content _SN_CELL never matches
-_SN_CELL = re.compile(rb'<c r="([A-Z]{1,3})([0-9]+)"(?: s="([0-9]+)")?(?: t="s"><v>([0-9]+)</v></c>'
-                      rb'|(?: t="[a-zA-Z]+")?/>|(?: t="n")?>(?:<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]+)</v></c>'
-                      rb'|( t="str")>(<f\b[^>]*>[^<]*</f>|<f\b[^>]*/>)?<v>([^<]*)</v></c>)')
+_SN_CELL = re.compile(rb'<c r="([A-Z]{1,3}+)([0-9]++)"(?: s="([0-9]++)")?+(?: t="s"><v>([0-9]++)</v></c>'
+                      rb'|(?: t="[a-zA-Z]++")?+/>'
+                      rb'|(?: t="n")?+>(?:<f\b[^>]*+>[^<]*+</f>|<f\b[^>]*/>)?+<v>([^<]++)</v></c>'
+                      rb'|( t="str")>(<f\b[^>]*+>[^<]*+</f>|<f\b[^>]*/>)?+<v>([^<]*+)</v></c>)')
 
 
 def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles, epoch):
@@ -116,9 +120,21 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
         if b"<f" in body:
             pending = _pending(found)
         common = found  # (column, row, style first, as in _SN_CELL's)
-        strs = [x for x in found if x[3] == b"s" and x[5]]
-        nums = [x for x in found if x[5] and (not x[3] or x[3] == b"n")]
-        rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
+        types = list(map(_TYPE, found))
+        texts = None
+        if set(types) <= {b"", b"n", b"inlineStr"}:  # openpyxl's: numbers, formulas, inline strings, picked in C
+            strs = []
+            nums = [x for x in itertools.compress(found, map(b"inlineStr".__ne__, types)) if x[5]]
+            inline = list(itertools.compress(found, map(b"inlineStr".__eq__, types)))
+            rest = [x for x in inline if x[5] or x[6]]
+            # every other cell a number, a formula without a value or nothing (no formula with an inline string;
+            # every <is> an inline string's): what formulas read of the sheet but numbers is these texts
+            if body.count(b"<is>") == body.count(b't="inlineStr"><is>') and not any(map(_FORMULA, inline)):
+                texts = functools.partial(_text_column, inline)
+        else:
+            strs = [x for x in found if x[3] == b"s" and x[5]]
+            nums = [x for x in found if x[5] and (not x[3] or x[3] == b"n")]
+            rest = [x for x in found if x[3] and (x[5] or x[6]) and x[3] != b"s" and x[3] != b"n"]
         sv = nv = 5
         # the numbers in the second lambda, the pending formulas in ``pending``: the first holds the other cells
         values = SheetValues(lambda: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
@@ -128,7 +144,7 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
                              lambda: {(x[0] + x[1]).decode(): float(x[5]) for x in nums},
                              lambda k: {c + r: (t, v or inl or None, f or None) for c, r, _, t, f, v, inl in found
                                         if c == k and (not v or (t and t != b"n"))
-                                        and not (f and not v and not inl and t != b"str")})
+                                        and not (f and not v and not inl and t != b"str")}, texts)
     if not common:
         return [], 0, rest_xml, values, pending
     letters = {x[0] for x in common}
@@ -148,6 +164,12 @@ def fast_cells(data: bytes, view: SheetView, strings: list[str], styles: Styles,
     return cells, max_col, rest_xml, values, pending
 
 
+def _text_column(inline: list, letters: bytes) -> dict[str, str]:
+    """{reference: text} of one column's inline strings (``SheetValues``'s ``texts``), decoded in one parse."""
+    cells = list(itertools.compress(inline, map(letters.__eq__, map(_COL, inline))))
+    return dict(zip([(c + r).decode() for c, r, *_ in cells], unescape_each([x[5] or x[6] for x in cells])))
+
+
 def _pending(found: list) -> list[Pending]:
     """The regex path's formula cells without a cached value (a formula whose cached text result is empty, as
     LibreOffice stores ="" results, has one: the empty string). Shared formulas are left to openpyxl, which
@@ -161,11 +183,52 @@ def _pending(found: list) -> list[Pending]:
         if any(h.endswith(b"/>") or b'"shared"' in h for h in heads):
             raise NeedsOpenpyxl("shared formula without a cached value")
         bodies = [f[len(h): -4] for f, h in zip(elements, heads)]  # (_CELL: the element ends with </f>)
-    escaped = iter(unescape_all([b for b in bodies if b"&" in b or b"\r" in b]))  # one parse: references, CRs
-    texts = [next(escaped) if b"&" in b or b"\r" in b else b.decode() for b in bodies]
     sids = {s: int(s) if s else 0 for s in set(map(_STYLE, cells))}  # (int() of bytes, a call per cell: slow)
-    return list(map(Formula, texts, map(bytes.decode, map(_ROW, cells)), map(bytes.decode, map(_COL, cells)),
-                    map(sids.__getitem__, map(_STYLE, cells))))
+    rows = list(map(_ROW, cells))
+    texts, templated = _texts(bodies, rows)
+    return list(map(Formula, texts, map(bytes.decode, rows), map(bytes.decode, map(_COL, cells)),
+                    map(sids.__getitem__, map(_STYLE, cells)), templated))
+
+
+# a character reference to a digit or "#": its text could hold the row number or the placeholder where the bytes
+# do not (see _texts)
+_DIGIT_REF = re.compile(rb"&#(?:0*(?:35|4[89]|5[0-7])|x0*(?:23|3[0-9]));")
+_AMP_DIGIT = re.compile(rb"&[0-9]")
+_REF = re.compile(rb"&(?:#[0-9]+|#x[0-9a-fA-F]+|amp|lt|gt|quot|apos);")  # xlsx_strings._ENTITY's, whole
+
+
+def _texts(bodies: list[bytes], rows: list[bytes]) -> tuple[list[str], list[bool]]:
+    """The decoded text of each formula, and whether it is its row template (``formula``'s: the row number replaced
+    by ``#``), which is decoded once per distinct template instead of once per cell: a bill's 26k formula texts
+    are ~20 templates, and every one of its IF texts holds references (``&gt;``, ``&#22797;``) to decode.
+
+    A template is decoded where the bytes' template is the decoded text's: past the checks below, the references
+    decode to no digit and hold none the replacement touched, so decoding and replacing the row's digits
+    commute. Where it might not be, the cell's own text is decoded: a row number replaced inside a reference
+    (``&#22797;`` in row 2: every ``&`` must still start a whole reference), a reference to a digit or ``#``
+    (its text could hold the row number where the bytes do not); every text where one holds a ``#`` outside a
+    reference (the evaluator refuses those) or an ``&`` the row's ``#`` could make a reference of (``&12;``).
+    One parse for all (``unescape_all``), as before templates: a text it cannot parse sends all to its fallback."""
+    joined = b"\0".join(bodies)
+    if joined.count(b"#") != joined.count(b"&#") or _AMP_DIGIT.search(joined):
+        templates = bodies
+        good = []
+    else:
+        templates = list(map(bytes.replace, bodies, rows, itertools.repeat(b"#")))
+        good = [t for t in set(templates) if b"&" not in t
+                or t.count(b"&") == len(_REF.findall(t)) and _DIGIT_REF.search(t) is None]
+    ok = set(good)
+    own = len(ok) < len(set(templates))  # some cells decode their own text
+    mine = [b for b, t in zip(bodies, templates) if t not in ok] if own else []
+    escaped = [t for t in good if b"&" in t or b"\r" in t]
+    decoded = iter(unescape_all(escaped + [b for b in mine if b"&" in b or b"\r" in b]))  # one parse: references, CRs
+    texts = dict(zip(escaped, decoded))
+    texts.update((t, t.decode()) for t in good if t not in texts)
+    out = list(map(texts.get, templates))
+    if not own:
+        return out, [True] * len(out)
+    theirs = iter([next(decoded) if b"&" in b or b"\r" in b else b.decode() for b in mine])
+    return [t if t is not None else next(theirs) for t in out], list(map(ok.__contains__, templates))
 
 
 def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids: dict, strings: list[str],
@@ -231,10 +294,14 @@ def cells_of(strs: list, nums: list, rest: list, rowmap: dict, colmap: dict, ids
         texts = format_all(show, values, all_int or exact)
         cells += map(SheetCell, map(rows, map(_ROW, group)), map(cols, map(_COL, group)), texts,
                      itertools.repeat("number"))
-    raw = [x[5] or x[6] for x in rest]
-    plain = iter(unescape_all([v for v in raw if b"&" in v]))
-    texts = [next(plain) if b"&" in v else v.decode() for v in raw]
+    texts = decode_texts([x[5] or x[6] for x in rest])
     # text cells (openpyxl writes every string inline, LibreOffice formula text results as str) in one pass
+    types = set(map(_TYPE, rest))
+    if types <= {b"inlineStr"}:  # (an empty inline string is no cell) the tuples as matched, by C-level map
+        kept = list(itertools.compress(rest, texts))
+        cells += map(SheetCell, map(rows, map(_ROW, kept)), map(cols, map(_COL, kept)), filter(None, texts),
+                     itertools.repeat("string"), map(wrap_of.__getitem__, map(_STYLE, kept)))
+        return cells
     cells += [SheetCell(rowmap[x[1]], colmap[x[0]], v, "string", wrap_of[x[2]]) for x, v in zip(rest, texts)
               if (x[3] == b"inlineStr" and v) or x[3] == b"str"]
     others = [(x, v) for x, v in zip(rest, texts) if x[3] != b"inlineStr" and x[3] != b"str"]  # (no loop over those)

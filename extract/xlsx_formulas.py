@@ -36,12 +36,17 @@ class SheetValues:
 
     def __init__(self, build, strings: list[str], binary: bool, pending: list[Pending] = (),
                  decode: Callable[[bytes], str] | None = None, numbers: Callable[[], dict] | None = None,
-                 column: Callable[[bytes], dict] | None = None):
+                 column: Callable[[bytes], dict] | None = None, texts: Callable[[bytes], dict] | None = None):
         self._build = build
         # ``build`` restricted to one column (the regex path): formulas read text from a column or two of a sheet
         # (a bill: its unit column), and indexing only those skips ~half the work of indexing every cell
         self._column = column
         self._columns: dict[str, dict] = {}
+        # {reference: text} of one column's inline strings, where no other cell but numbers and formulas without a
+        # value holds anything (the regex path over openpyxl's shapes): a cell in neither is then empty, and a bill's
+        # reads of its unit column skip the raw entries (a column's index, a conversion per cell read)
+        self._texts = texts
+        self._text_columns: dict[str, dict] = {}
         self._numbers = numbers  # {reference: float} of the plain number cells, built in one comprehension
         self._number_cells = None
         self._cells = None
@@ -69,6 +74,11 @@ class SheetValues:
         number = self._numbers_of().get(key)
         if number is not None:  # (the regex path's raw entries leave the plain numbers out)
             return number
+        if self._texts is not None:
+            texts = self._text_columns.get(col)
+            if texts is None:
+                texts = self._text_columns[col] = self._texts(col.encode())
+            return texts.get(key)
         cells = self._cells
         if cells is None:
             cells = self._columns.get(col)
@@ -134,36 +144,31 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
     for title, _, pending in sheets:
         if not pending:
             continue
-        cells: list[SheetCell] = []
-        numbers = []
         g = ev.grid(title)
         rows = list(map(int, [p.row for p in pending]))
         if any(map(int.__gt__, rows, rows[1:])):  # (document order is row order but for a malformed sheet)
             pending = [p for _, _, p in sorted(zip(rows, itertools.count(), pending))]
-        for p in pending:
+        values = []
+        append = values.append
+        for p in pending:  # the values first, then the cells of each kind by comprehension
             key = p.col + p.row
             v = g.get(key)  # p itself, or its value if another formula needed it first
-            try:
-                if v is None or type(v) is Formula:
+            if v is None or type(v) is Formula:
+                try:
                     v = slow(g, title, key, p)
-            except Unsupported:
-                r0, c0 = int(p.row) - 1, _col0(p.col)
-                cells.append(SheetCell(r0, c0, "=" + p.text, "formula"))
-                shown += 1
-                continue
-            computed += 1
-            t = type(v)
-            if t is float or t is int:
-                numbers.append((p.col, p.row, p.sid, b"%.15g" % v))
-                continue
-            r0, c0 = int(p.row) - 1, _col0(p.col)
-            if t is str:
-                if v:
-                    cells.append(SheetCell(r0, c0, v, "string", p.sid in wrap))
-            elif t is bool:
-                cells.append(SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool"))
-            elif t is XlError:
-                cells.append(SheetCell(r0, c0, v.code, "error", p.sid in wrap))
+                except Unsupported:
+                    v = _SHOWN
+            append(v)
+        kinds = list(map(type, values))
+        numbers = [(p.col, p.row, p.sid, b"%.15g" % v) for p, v, t in zip(pending, values, kinds)
+                   if t is float or t is int]
+        # the other cells in document order, as one loop appended them
+        cells = [SheetCell(int(p.row) - 1, _col0(p.col), v, "string", p.sid in wrap) if t is str else
+                 _cell_of(p, v, t, wrap) for p, v, t in zip(pending, values, kinds)
+                 if t is str and v or t is bool or t is XlError or t is _Shown]
+        failed = kinds.count(_Shown)
+        shown += failed
+        computed += len(values) - failed
         if numbers:
             rowmap = {r: int(r) - 1 for _, r, _, _ in numbers}
             colmap = {c: _col0(c) for c in {n[0] for n in numbers}}
@@ -171,6 +176,23 @@ def evaluate_workbook(sheets: list[tuple[str, SheetValues, list[Pending]]], styl
             cells += cells_of([], numbers, [], rowmap, colmap, ids, [], styles, epoch, 3, 3)
         out[title] = cells
     return out, computed, shown
+
+
+class _Shown:
+    """The value of a pending cell the evaluator cannot compute: its formula text is shown."""
+
+
+_SHOWN = _Shown()
+
+
+def _cell_of(p: Formula, v, t: type, wrap) -> SheetCell:
+    """The SheetCell of a computed boolean or error, or of a formula shown as its text."""
+    r0, c0 = int(p.row) - 1, _col0(p.col)
+    if t is bool:
+        return SheetCell(r0, c0, "TRUE" if v else "FALSE", "bool")
+    if t is XlError:
+        return SheetCell(r0, c0, v.code, "error", p.sid in wrap)
+    return SheetCell(r0, c0, "=" + p.formula_text(), "formula")
 
 
 def formula_warnings(computed: int, shown: int) -> list[str]:

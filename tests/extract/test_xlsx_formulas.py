@@ -256,3 +256,128 @@ def test_text_read_by_formulas_is_indexed_by_column(tmp_path, monkeypatch):
         for r in range(0, 43):
             assert values.get(col, str(r)) == whole.get(col, str(r)), (col, r)
     assert whole._cells is not None and values._cells is not None and not values._columns  # (past 3 columns)
+
+
+def test_formula_texts_are_decoded_once_per_row_template(monkeypatch):
+    """Speed: the regex path decodes a formula's text once per row template (its row number replaced by ``#``),
+    not once per cell — a bill's 26k formula texts are ~20 templates, every IF text full of ``&#…;`` references.
+    Where a template might not be its text's (the row number inside a reference, a reference to a digit or
+    ``#``, a ``#`` of the text's own, an ``&`` the ``#`` could make a reference of) the cell's own text is
+    decoded; either way each text is what decoding it alone gives."""
+    from tender_pool.extract import xlsx_cells
+    from tender_pool.extract.xlsx_strings import unescape_all
+
+    rows = [str(r).encode() for r in range(1, 60)]
+    bodies = [b"IF(H%s&gt;=1000000,&quot;&#22797;&#26680;:&quot;&amp;E%s,&quot;&quot;)" % (r, r) for r in rows]
+    bodies += [b"ROUND(F%s*G%s,2)" % (r, r) for r in rows]
+    decoded = []
+    monkeypatch.setattr(xlsx_cells, "unescape_all", lambda items: decoded.append(len(items)) or unescape_all(items))
+    texts, templated = xlsx_cells._texts(bodies, rows + rows)
+    # the references to 复 (22797) and 核 (26680) hold these rows' numbers: those cells decode their own text
+    own = [r for r in rows if r in b"22797" or r in b"26680"]
+    assert [r for r, t in zip(rows, templated) if not t] == own == [b"2", b"6", b"7", b"8", b"9", b"22", b"26", b"27"]
+    # one parse: 3 IF templates (rows 1 and 10 put # into 1000000 too) and the 8 cells' own texts
+    assert all(templated[len(rows):]) and decoded == [3 + 8]
+    assert texts[2] == 'IF(H#>=1000000,"复核:"&E#,"")' and texts[3] is texts[2]
+    assert texts[0] == 'IF(H#>=#000000,"复核:"&E#,"")' and texts[1] == 'IF(H2>=1000000,"复核:"&E2,"")'
+    for cases in ([b"A#1", b"B1"], [b"&#51;+A3", b"&#x33;&amp;3"], [b"&amp;12+1", b"x&12;"], [b"&lt;3", b"3"]):
+        got, flags = xlsx_cells._texts(cases, [b"3"] * len(cases))
+        assert [t.replace("#", "3") if f else t for t, f in zip(got, flags)] == unescape_all(cases)
+        assert all(t.replace("3", "#") == g for t, g, f in zip(unescape_all(cases), got, flags) if f)
+    assert xlsx_cells._texts([b"&#51;+A3", b"A3&lt;1"], [b"3", b"3"])[1] == [False, True]
+
+
+def test_inline_text_read_by_formulas_skips_the_raw_entries(tmp_path, monkeypatch):
+    """Speed: where a sheet holds only numbers, formulas without values and inline strings (openpyxl's shapes), a
+    formula reading text gets it from one column's inline strings decoded in one parse, never from the cells' raw
+    entries (no index of them built, no conversion per cell read); each value read is what the raw entries give,
+    references, CRs and empty strings included."""
+    import openpyxl
+
+    made = []
+    real = __import__("tender_pool.extract.xlsx_formulas", fromlist=["SheetValues"]).SheetValues
+
+    class Recording(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr("tender_pool.extract.xlsx_cells.SheetValues", Recording)
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "S"
+    for r in range(1, 31):
+        ws.append([f"甲{r}&<\"" if r % 4 else ("a\r\nb" if r == 8 else ""), float(r), f"=A{r}&B{r}",
+                   f"=IF(B{r}>20,A{r},E{r})", None if r % 3 else "x"])
+    ws["F3"] = "&#51;"
+    ws["G3"] = "=F3&A99"
+    wb.save(tmp_path / "t.xlsx")
+    x = extract(str(tmp_path / "t.xlsx"))
+    assert x.engine == "xlsx-stream" and "甲5&<\"5" in x.markdown and "&#51;" in x.markdown, x.markdown[:400]
+    (values,) = made
+    assert values._cells is None and not values._columns and sorted(values._text_columns) == ["A", "E", "F"]
+    whole = real(values._build, values._strings, True, list(values._formulas.values()), values._decode,
+                 values._numbers)
+    for col in "ABCDEFG":
+        for r in range(0, 33):
+            got = values.get(col, str(r))
+            assert got == whole.get(col, str(r)) and type(got) is type(whole.get(col, str(r))), (col, r)
+
+
+def test_known_texts_and_booleans_need_no_coercion():
+    """Speed: what is a text for sure (a string, a concatenation) is not passed through ``_text`` again, a
+    comparison's boolean not through ``_truth``, and a comparison with a number tests the type of one side only:
+    the bill's IF(H5>=1000000,"复核:"&E5,"") calls nothing but for the text it reads. The values stay Excel's."""
+    from tender_pool.extract.formula import _Gen
+
+    src, _ = _Gen('IF(H#>=1000000,"复核:"&E#,"")').source()
+    assert "_truth" not in src and src.count("_text(") == 1 and src.count("is float") == 3, src  # (was 4)
+    src, _ = _Gen('"a"&"b"&C#&(1>2)').source()
+    assert src.count("_text(") == 2, src  # the reference and the boolean
+    ev = _book({"S!A1": "x", "S!B1": 2.0, "S!C1": True})
+    assert ev.evaluate('"a"&"b"&A1&(1>2)&(B1>1)&C1', "S", "1") == "abxFALSETRUETRUE"
+    assert ev.evaluate('IF(A1>=1,"y","n")&IF(B1>=2,"y","n")&IF(C1>=1,"y","n")', "S", "1") == "yyy"
+    assert ev.evaluate('IF(A1="X",1,2)+IF("b">A1,10,20)', "S", "1") == 21.0
+
+
+
+def test_a_running_formula_is_marked_in_its_grid():
+    """Speed: a formula being computed is marked by its own grid entry (no set of marks, a tuple and two set
+    operations a cell): a reference back to it is circular, and one that fails leaves its entry as it was."""
+    from tender_pool.extract import formula
+
+    seen = {}
+    cells = {"S!A1": "=B1+1", "S!A3": "=FOO(1)", "S!A4": "=A3+1"}
+
+    def cell(sheet, col, row):
+        if col + row == "B1":
+            seen["A1"] = ev.grids["S"].get("A1")
+            return 2.0
+        v = cells.get(f"{sheet}!{col}{row}")
+        return Formula(v[1:], row) if isinstance(v, str) else v
+
+    ev = Evaluator(cell, {"S": lambda: {"A4": Formula("A3+1", "4")}})
+    assert ev.value("S", "A", "1") == 3.0 and seen["A1"] is formula._ACTIVE and ev.grids["S"]["A1"] == 3.0
+    with pytest.raises(Unsupported):
+        ev.value("S", "A", "4")
+    assert "A3" not in ev.grids["S"] and type(ev.grids["S"]["A4"]) is Formula and ev._depth == 0
+
+
+def test_a_formula_passed_while_it_runs_is_circular():
+    """The grid mark holds for a formula the caller passes in too (``compute``, the openpyxl path's): computed
+    while it runs, it is circular at once, as the set of marks said before."""
+    from tender_pool.extract import formula
+
+    calls = []
+
+    def cell(sheet, col, row):
+        calls.append(col + row)
+        if col + row == "B1":
+            return ev.compute("S", "A", "1", "B1+1")  # A1 again, while A1 runs
+        return None
+
+    ev = Evaluator(cell)
+    with pytest.raises(Unsupported, match="circular"):
+        ev.compute("S", "A", "1", "B1+1")
+    assert calls == ["B1"] and ev._depth == 0 and "A1" not in ev.grids["S"]
+    assert formula._ACTIVE not in ev.grids["S"].values()

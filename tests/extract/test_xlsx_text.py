@@ -35,3 +35,40 @@ class ParseError:
 def test_a_refused_text_falls_back_to_references_one_at_a_time():
     assert unescape_all([b"a&#1;b", b"&amp;&#22797;"]) == ["a\x01b", "&复"]
     assert unescape_all([b"&#22797;&#26680;", b"x\r\ny"]) == ["复核", "x\ny"]
+
+
+def _outcome(fn, items):
+    try:
+        return fn(items)
+    except (ValueError, UnicodeDecodeError) as exc:  # (UnicodeDecodeError is a ValueError; named for the reader)
+        return type(exc)
+
+
+def test_one_parse_of_every_text_gives_what_decoding_them_one_at_a_time_gives():
+    """Speed: the regex path decodes the texts of a sheet's cells (``decode_texts``) and those formulas read
+    (``unescape_each``) in one parse of all, texts without references too, where that gives the same as before:
+    the texts with references in one parse of those (``unescape_all``) and the others as UTF-8, or each by
+    ``unescape``. Whatever edge sits among plain texts (a CR, a refused character, U+E000), each text is what
+    that gave."""
+    from tender_pool.extract import xlsx_strings
+
+    plain = [b"0107134144", b"", "混凝土".encode(), b"&#22797;&amp;x", b"a > b"]
+
+    def before(items):
+        refs = iter(unescape_all([v for v in items if b"&" in v]))
+        return [next(refs) if b"&" in v else v.decode() for v in items]
+
+    for edge in EDGES + ["\ue000".encode(), b"&#57344;"]:
+        items = plain + [edge] + plain
+        assert _outcome(xlsx_strings.decode_texts, items) == _outcome(before, items), edge
+        assert _outcome(xlsx_strings.unescape_each, items) == _outcome(
+            lambda x: list(map(xlsx_strings.unescape, x)), items), edge
+    parsed = []
+    real = xlsx_strings.etree.fromstring
+    xlsx_strings.etree.fromstring = lambda data, parser: parsed.append(data) or real(data, parser)
+    try:
+        assert xlsx_strings.decode_texts(plain) == ["0107134144", "", "混凝土", "复&x", "a > b"]
+        assert xlsx_strings.unescape_each(plain) == ["0107134144", "", "混凝土", "复&x", "a > b"]
+    finally:
+        xlsx_strings.etree.fromstring = real
+    assert len(parsed) == 2 and all(b"0107134144" in p for p in parsed)  # one parse each, plain texts in it
