@@ -202,7 +202,6 @@ class Supervisor:
             print(f"config: {e}", flush=True, file=sys.stderr)
             return 2
         r.close()
-        self.house.start()
         self.log.info(
             "supervisor_started",
             host_id=self.cfg.pool.host_id,
@@ -213,8 +212,7 @@ class Supervisor:
         self._prepare_fork()
         self.last_step = self.clock()
         code = self.step(self.last_step)  # the first step forks the slots: they boot while the rest starts
-        if code is None:
-            self._observe(builder)
+        self._observe(builder)
         while code is None:
             self.wait(self.timeout(self.clock()))
             code = self.step(self.clock())
@@ -256,11 +254,15 @@ class Supervisor:
 
     def _observe(self, builder: StatusBuilder) -> None:
         """What only the supervisor runs, started once the first step has forked the slots, so that
-        their first claim does not wait for it (``bench/bench_boot.py``): the status thread, /metrics
-        and the JVM archive check. No slot report has been read yet, so /metrics counts them all.
-        prometheus_client is imported here, and only when ``[metrics] listen`` is set (it needs a
-        restart to change): a slot never needs it. The slots forked later (respawns, reloads) share
-        these objects too (``_freeze``)."""
+        their first claim does not wait for it (``bench/bench_boot.py``): the housekeeper and status
+        threads, /metrics and the JVM archive check. Nothing is lost meanwhile: the host key
+        ``claim_host`` wrote lives 3 heartbeats, the lists ``cleanup_previous`` handed over wait in
+        the housekeeper's inbox, a status client in the socket's backlog, and no slot report has
+        been read yet (/metrics counts them all). prometheus_client is imported here, and only when
+        ``[metrics] listen`` is set (a restart changes it): no slot needs it. The slots forked later
+        (respawns, reloads) share these objects too (``_freeze``)."""
+        assert self.house is not None and self.status is not None
+        self.house.start()
         self.status.start()
         if self.cfg.metrics.listen:
             from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
