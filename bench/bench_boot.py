@@ -4,6 +4,9 @@ before the launch (4 slots, the bench config). Prints each repetition and the me
 
     .venv/bin/python bench/bench_boot.py [--reps 7] [--base REV]
 
+With each figure, the part of it after the daemon's ``supervisor_started`` log line (forks, slot
+start, claim; the part before is the interpreter and imports), from the daemon's own log.
+
 ``--base REV`` (repeatable): also boot the daemon of git revision REV (exported from this repository
 and imported in place of this checkout's code: the same venv, jar and Redis; its bytecode compiled
 first, as ``make setup`` compiles this checkout's), alternating with this checkout repetition by
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import json
 import os
 import statistics
 import subprocess
@@ -39,6 +43,16 @@ def export(rev: str, tmp: Path) -> Path:
     (src / "jvm").symlink_to(REPO / "jvm")
     compileall.compile_dir(str(src), quiet=1, workers=0)
     return path
+
+
+def log_gap(log: Path, first: str = "supervisor_started", then: str = "job_started") -> float | None:
+    """Seconds from the daemon's first ``first`` log line to its first ``then`` (its own clock)."""
+    at: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            e = json.loads(line)
+            at.setdefault(e.get("event", ""), datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp())
+    return at[then] - at[first] if first in at and then in at else None
 
 
 def once(tmp: Path, sock: str, name: str, log: Path, pythonpath: Path | None) -> float:
@@ -73,6 +87,7 @@ def main() -> None:
     variants: dict[str, Path | None] = {f"base {rev}": export(rev, tmp / f"rev{i}") for i, rev in enumerate(a.base)}
     variants["this checkout"] = None
     xs: dict[str, list[float]] = {v: [] for v in variants}
+    gaps: dict[str, list[float]] = {v: [] for v in variants}
     rp, sock = start_redis(tmp)
     load0 = open("/proc/loadavg").read().split()[0]
     try:
@@ -81,6 +96,9 @@ def main() -> None:
             for v in order:
                 name = f"{i}-{list(variants).index(v)}"
                 xs[v].append(once(tmp, sock, name, tmp / f"boot{name}.log", variants[v]))
+                gap = log_gap(tmp / f"boot{name}.log")
+                if gap is not None:
+                    gaps[v].append(gap)
     finally:
         rp.terminate()
     load1 = open("/proc/loadavg").read().split()[0]
@@ -88,6 +106,10 @@ def main() -> None:
     for v, ys in xs.items():
         print(f"  {v:<22} median {statistics.median(ys):.3f} (min {min(ys):.3f}, max {max(ys):.3f}):",
               " ".join(f"{y:.3f}" for y in ys))
+    print("supervisor_started → the first job_started, s (the daemon's log; the rest before it is imports):")
+    for v, ys in gaps.items():
+        if ys:
+            print(f"  {v:<22} median {statistics.median(ys):.3f} (min {min(ys):.3f}, max {max(ys):.3f})")
     mine = xs["this checkout"]
     for v, ys in xs.items():
         if v != "this checkout":  # each repetition's pair, started one after the other: drift cancels
