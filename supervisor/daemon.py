@@ -306,6 +306,8 @@ class Supervisor:
         import tender_pool.slots.busy  # noqa: F401
         import tender_pool.slots.slot  # noqa: F401
 
+        if self.cfg.extract.check_archive:  # the check (started after the fork) imports it: a slot's warm
+            import tender_pool.extract.jvm  # noqa: F401  JVM needs it too, so it is shared, as before
         _freeze()
 
     def claim_host(self, r: redis.Redis) -> None:
