@@ -63,7 +63,7 @@ from tender_pool.client.status_protocol import STATUS_PROTOCOL, CountersView
 from tender_pool.supervisor.counters import add_counters, tally
 from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport
 
-if TYPE_CHECKING:  # imported by _observe, after the first slots are forked (prometheus_client)
+if TYPE_CHECKING:  # imported by _observe, only with [metrics] listen set (prometheus_client)
     from tender_pool.supervisor.metrics import PoolMetrics
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
@@ -202,6 +202,7 @@ class Supervisor:
             print(f"config: {e}", flush=True, file=sys.stderr)
             return 2
         r.close()
+        self._observe(builder)
         self.log.info(
             "supervisor_started",
             host_id=self.cfg.pool.host_id,
@@ -211,27 +212,26 @@ class Supervisor:
         )
         self._prepare_fork()
         self.last_step = self.clock()
-        code = self.step(self.last_step)  # the first step forks the slots: they boot while the rest starts
-        self._observe(builder)
-        while code is None:
+        while True:
             self.wait(self.timeout(self.clock()))
             code = self.step(self.clock())
-        if self.archive_check is not None:
-            self.archive_check.stop()
-        self.house.stop()
-        self.house.join(timeout=2 * self.cfg.redis.socket_timeout)
-        if code == 0 and self.builder is not None:  # a clean stop: out of `status --redis` at once
-            self.builder.clear_host()
-        self.status.close()
-        if self.metrics is not None:
-            self.metrics.stop()
-        self.log.info("supervisor_exit", code=code)
-        return code
+            if code is not None:
+                if self.archive_check is not None:
+                    self.archive_check.stop()
+                self.house.stop()
+                self.house.join(timeout=2 * self.cfg.redis.socket_timeout)
+                if code == 0 and self.builder is not None:  # a clean stop: out of `status --redis` at once
+                    self.builder.clear_host()
+                self.status.close()
+                if self.metrics is not None:
+                    self.metrics.stop()
+                self.log.info("supervisor_exit", code=code)
+                return code
 
     def _observability(self) -> StatusBuilder:
         """Status socket and metrics: both read the slot table (``snapshot``) and counters, and Redis
         through one short-timeout probe, in their own threads. The socket is made here (a live daemon
-        on it refuses the start); its thread, /metrics and the archive check start in ``_observe``."""
+        on it refuses the start); its thread and /metrics start in ``_observe``."""
         probe = QueueProbe.for_config(self.cfg)
         builder = StatusBuilder(
             self.cfg, self.table.snapshot, self.counters, probe, lambda: self.house,
@@ -253,14 +253,12 @@ class Supervisor:
         return builder
 
     def _observe(self, builder: StatusBuilder) -> None:
-        """What only the supervisor runs, started once the first step has forked the slots, so that
-        their first claim does not wait for it (``bench/bench_boot.py``): the housekeeper and status
-        threads, /metrics and the JVM archive check. Nothing is lost meanwhile: the host key
-        ``claim_host`` wrote lives 3 heartbeats, the lists ``cleanup_previous`` handed over wait in
-        the housekeeper's inbox, a status client in the socket's backlog, and no slot report has
-        been read yet (/metrics counts them all). prometheus_client is imported here, and only when
-        ``[metrics] listen`` is set (a restart changes it): no slot needs it. The slots forked later
-        (respawns, reloads) share these objects too (``_freeze``)."""
+        """What only the supervisor runs: the housekeeper and status threads, /metrics, the JVM
+        archive check. prometheus_client is imported here, and only when ``[metrics] listen`` is set
+        (a restart changes it; the bench config has none): no slot needs it.
+        Started before the slots are forked: started after, the first job starts 30-40 ms sooner
+        (``bench/bench_boot.py``), but what they allocate then lands in pages the slots share and
+        copies them: idle PSS +1.2 to +2.3 MiB with /metrics on (docs/benchmarks.md, "Boot")."""
         assert self.house is not None and self.status is not None
         self.house.start()
         self.status.start()
@@ -275,7 +273,6 @@ class Supervisor:
             self._serve_metrics(self.metrics)
         if self.cfg.extract.check_archive:
             self.archive_check = ArchiveCheck(self._wake).start()
-        _freeze()
 
     def _serve_metrics(self, metrics: PoolMetrics) -> None:
         try:
@@ -306,9 +303,10 @@ class Supervisor:
         import tender_pool.slots.busy  # noqa: F401
         import tender_pool.slots.slot  # noqa: F401
 
-        if self.cfg.extract.check_archive:  # the check (started after the fork) imports it: a slot's warm
-            import tender_pool.extract.jvm  # noqa: F401  JVM needs it too, so it is shared, as before
-        _freeze()
+        # Only the young generations are collected: the start-up's garbage is there (20-34 objects);
+        # a full collection found none besides (0 of ~46,000 objects) for 20-30 ms of CPU.
+        gc.collect(1)
+        gc.freeze()
 
     def claim_host(self, r: redis.Redis) -> None:
         """Refuse to start beside a live daemon with our host_id (a copy-pasted environment)."""
@@ -690,15 +688,6 @@ class Supervisor:
         reported = bool(slots) and all(s.state.value in ("idle", "busy") for s in slots)
         self.announcer.step(now, self.status_text(), reported, self.table.draining, self.housekeeper_healthy(now),
                             self.log)
-
-
-def _freeze() -> None:
-    """Move every object alive now to the GC's permanent generation (``gc.freeze``): no collection,
-    here or in a slot forked later, walks (and so copies) their pages. Only the young generations are
-    collected first: the start-up's garbage is there (20-34 objects); a full collection found none
-    besides (0 of 46,000 objects) and cost 20-30 ms of CPU before the first fork."""
-    gc.collect(1)
-    gc.freeze()
 
 
 def _is_tender_pool(pid: int) -> bool:

@@ -1,7 +1,7 @@
-"""The supervisor forks its slots before it starts what only it runs (the status thread, /metrics, the
-JVM archive check; ``Supervisor._observe``): a slot never carries prometheus_client, and a daemon
-without ``[metrics] listen`` never imports it. The first job's start used to wait for those imports
-(``bench/bench_boot.py``, docs/benchmarks.md).
+"""prometheus_client is imported only for ``[metrics] listen`` (``Supervisor._observe``): without it
+neither the supervisor nor a slot loads it (the first job's start waited for that import:
+``bench/bench_boot.py``, docs/benchmarks.md); with it, the slots inherit it from the supervisor and
+/metrics counts what they report.
 
 The daemon runs in a real process with real forks; ``Slot.__init__`` only notes, in the slot, which
 modules it inherited.
@@ -55,7 +55,7 @@ def scrape(url: str) -> str | None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("metrics", [False, True], ids=["no-metrics", "metrics"])
-def test_slots_are_forked_before_what_only_the_supervisor_runs(h, metrics):
+def test_prometheus_client_is_loaded_only_for_metrics(h, metrics):
     cfg = h.config(workers=2)
     url = None
     if metrics:
@@ -80,8 +80,8 @@ def test_slots_are_forked_before_what_only_the_supervisor_runs(h, metrics):
         if p.poll() is None:
             p.kill()
             p.wait(10)
-    # Then: no slot had prometheus_client; the supervisor imported it only to serve /metrics
+    # Then: prometheus_client was loaded (by the supervisor, before the forks) only to serve /metrics
     assert p.returncode == 0, (h.tmp / "daemon.log").read_text()[-3000:]
     slots = [json.loads(line) for line in seen.read_text().splitlines()]
-    assert [s["prometheus_client"] for s in slots] == [False, False]
+    assert [s["prometheus_client"] for s in slots] == [metrics, metrics]
     assert json.loads(out.splitlines()[-1]) == {"prometheus_client": metrics}
