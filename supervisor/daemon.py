@@ -26,6 +26,7 @@ config or a status socket in use, 3 when no slot can boot (every slot exited ``S
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import select
 import selectors
@@ -34,7 +35,7 @@ import socket as _socket
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import psutil
 import redis
@@ -52,7 +53,6 @@ from tender_pool.supervisor.archive_check import ArchiveCheck
 from tender_pool.supervisor.embedded import EmbeddedError, EmbeddedRedis
 from tender_pool.supervisor.forking import ProcessOps
 from tender_pool.store.keys import Keys, Owner
-from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
 from tender_pool.supervisor.notify import Announcer, Notifier
 from tender_pool.supervisor.housekeeper import Housekeeper
 from tender_pool.supervisor.slot_table import SlotProc, SlotTable
@@ -62,6 +62,9 @@ from tender_pool.supervisor.status_server import SocketInUse, StatusServer, clos
 from tender_pool.client.status_protocol import STATUS_PROTOCOL, CountersView
 from tender_pool.supervisor.counters import add_counters, tally
 from tender_pool.slots.reports import Beat, Busy, Finished, SlotExit, SlotReport
+
+if TYPE_CHECKING:  # imported by _observe, only with [metrics] listen set (prometheus_client)
+    from tender_pool.supervisor.metrics import PoolMetrics
 
 __all__ = ["Supervisor", "SlotProc", "Counters", "boot_id"]
 
@@ -111,7 +114,7 @@ class Supervisor:
             os.set_blocking(fd, False)
         self.sel.register(self.wake_r, selectors.EVENT_READ, None)
         self.house: Housekeeper | None = None
-        self.metrics = PoolMetrics(cfg.kinds)  # counted from slot reports, served in run()
+        self.metrics: PoolMetrics | None = None  # counted from slot reports and served once _observe built it
         self.status: StatusServer | None = None
         self.builder: StatusBuilder | None = None
         self.notify = notifier or Notifier()  # takes $NOTIFY_SOCKET out of the environment slots inherit
@@ -199,9 +202,7 @@ class Supervisor:
             print(f"config: {e}", flush=True, file=sys.stderr)
             return 2
         r.close()
-        self.house.start()
-        self.status.start()
-        self._serve_metrics()
+        self._observe(builder)
         self.log.info(
             "supervisor_started",
             host_id=self.cfg.pool.host_id,
@@ -209,8 +210,6 @@ class Supervisor:
             slots=len(self.table.slots),
             config=self.cfg.source,
         )
-        if self.cfg.extract.check_archive:
-            self.archive_check = ArchiveCheck(self._wake).start()
         self._prepare_fork()
         self.last_step = self.clock()
         while True:
@@ -224,13 +223,15 @@ class Supervisor:
                 if code == 0 and self.builder is not None:  # a clean stop: out of `status --redis` at once
                     self.builder.clear_host()
                 self.status.close()
-                self.metrics.stop()
+                if self.metrics is not None:
+                    self.metrics.stop()
                 self.log.info("supervisor_exit", code=code)
                 return code
 
     def _observability(self) -> StatusBuilder:
         """Status socket and metrics: both read the slot table (``snapshot``) and counters, and Redis
-        through one short-timeout probe, in their own threads."""
+        through one short-timeout probe, in their own threads. The socket is made here (a live daemon
+        on it refuses the start); its thread and /metrics start in ``_observe``."""
         probe = QueueProbe.for_config(self.cfg)
         builder = StatusBuilder(
             self.cfg, self.table.snapshot, self.counters, probe, lambda: self.house,
@@ -249,15 +250,33 @@ class Supervisor:
 
         self.status = StatusServer(self.cfg.status.socket, self._handle_request, self.log.bind(component="status"),
                                    tick, group=self.cfg.status.group)
-        self.metrics.registry.register(
-            PoolCollector(self.metrics, self.table.snapshot, self.counters, probe, lambda: self.house,
-                          lambda: builder.redis_errors, jvm_rss=builder.jvm_rss)
-        )
         return builder
 
-    def _serve_metrics(self) -> None:
+    def _observe(self, builder: StatusBuilder) -> None:
+        """What only the supervisor runs: the housekeeper and status threads, /metrics, the JVM
+        archive check. prometheus_client is imported here, and only when ``[metrics] listen`` is set
+        (a restart changes it; the bench config has none): no slot needs it.
+        Started before the slots are forked: started after, the first job starts 30-40 ms sooner
+        (``bench/bench_boot.py``), but what they allocate then lands in pages the slots share and
+        copies them: idle PSS +1.2 to +2.3 MiB with /metrics on (docs/benchmarks.md, "Boot")."""
+        assert self.house is not None and self.status is not None
+        self.house.start()
+        self.status.start()
+        if self.cfg.metrics.listen:
+            from tender_pool.supervisor.metrics import PoolCollector, PoolMetrics
+
+            self.metrics = PoolMetrics(self.cfg.kinds)
+            self.metrics.registry.register(
+                PoolCollector(self.metrics, self.table.snapshot, self.counters, builder.probe, lambda: self.house,
+                              lambda: builder.redis_errors, jvm_rss=builder.jvm_rss)
+            )
+            self._serve_metrics(self.metrics)
+        if self.cfg.extract.check_archive:
+            self.archive_check = ArchiveCheck(self._wake).start()
+
+    def _serve_metrics(self, metrics: PoolMetrics) -> None:
         try:
-            addr = self.metrics.serve(self.cfg.metrics.listen)
+            addr = metrics.serve(self.cfg.metrics.listen)
         except OSError as e:  # the pool runs without /metrics rather than not at all
             self.log.error("metrics_listen_failed", listen=self.cfg.metrics.listen, error=str(e))
             return
@@ -281,12 +300,12 @@ class Supervisor:
         pages copy-on-write instead of each importing its own copy, and a collection in a slot does
         not write to (and so copy) every inherited object. Idle PSS of 5 processes is the target.
         (Importing first also keeps a slot from needing an import lock a thread might hold.)"""
-        import gc
-
         import tender_pool.slots.busy  # noqa: F401
         import tender_pool.slots.slot  # noqa: F401
 
-        gc.collect()
+        # Only the young generations are collected: the start-up's garbage is there (20-34 objects);
+        # a full collection found none besides (0 of ~46,000 objects) for 20-30 ms of CPU.
+        gc.collect(1)
         gc.freeze()
 
     def claim_host(self, r: redis.Redis) -> None:
@@ -522,9 +541,11 @@ class Supervisor:
         self.table.on_report(s, rep, now)
         if isinstance(rep, Finished):
             add_counters(self.counters, tally(rep))
-            self.metrics.on_finished(rep)
+            if self.metrics is not None:
+                self.metrics.on_finished(rep)
         elif isinstance(rep, Beat):
-            self.metrics.on_beat(s.pid, rep.redis_errors)
+            if self.metrics is not None:
+                self.metrics.on_beat(s.pid, rep.redis_errors)
         elif isinstance(rep, Busy) and rep.child_pid:
             faults.checkpoint("supervisor_busy")
 
@@ -573,7 +594,8 @@ class Supervisor:
         )
         assert self.house is not None
         self.house.requeue_later(s.proc, ex.reason, s.worker_id)
-        self.metrics.forget_slot(pid)
+        if self.metrics is not None:
+            self.metrics.forget_slot(pid)
         if ex.restarted:
             self.counters.slot_restarts += 1
         if ex.boot_error:
