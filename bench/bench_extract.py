@@ -8,7 +8,7 @@ against the same bill with the values LibreOffice computed and cached, through e
 parts, Markdown, the page estimate).
 ``--ab TREE``: instead, paired A/B of ``extract()`` on those two bills against another checkout (e.g. /work/main,
 its own ``.venv``): ``--rounds`` pairs of processes, the order alternating, each the best CPU and wall of 3 forked
-runs after one untimed; medians and min-max of the samples, with the load average.
+runs after one untimed; medians and min-max of the samples, the child's page faults, with the load average.
 ``--large``: instead, the issue-13 table: every reader variant on the generated 12k-row bill of quantities
 (tests/extract/bigbook.py, .xlsx and its LibreOffice .xls twin), 53446.xls, the 130-page .doc, and the stages
 of a small .doc through ``run_job`` (best of ``--rounds``), with the machine's load average.
@@ -114,9 +114,16 @@ def _best(fn, rounds: int) -> tuple[float, float]:
 def _forked(fn, rounds: int) -> tuple[float, float]:
     """(best wall, best CPU of the child) of ``fn`` in a forked child, as a daemon slot runs a job: what the
     child pays for memory it touches first (page faults) is in its CPU time."""
+    return _forked_faults(fn, rounds)[:2]
+
+
+def _forked_faults(fn, rounds: int) -> tuple[float, float, int]:
+    """``_forked``'s figures and the fewest minor page faults of the child: a count the machine's load hardly
+    moves, where a change in the memory a run touches shows when CPU times are too noisy to. (Two checkouts of the
+    same code differ by ~5 %: their interpreters' heaps are laid out apart.)"""
     import os
 
-    wall, cpu = [], []
+    wall, cpu, faults = [], [], []
     for _ in range(rounds):
         t0 = time.perf_counter()
         pid = os.fork()
@@ -130,7 +137,8 @@ def _forked(fn, rounds: int) -> tuple[float, float]:
             raise RuntimeError(f"child exited with status {status}")
         wall.append(time.perf_counter() - t0)
         cpu.append(ru.ru_utime + ru.ru_stime)
-    return min(wall), min(cpu)
+        faults.append(ru.ru_minflt)
+    return min(wall), min(cpu), min(faults)
 
 
 def formulas(rounds: int) -> int:
@@ -163,12 +171,12 @@ def formulas(rounds: int) -> int:
 _AB_CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from bench_extract import _forked
+from bench_extract import _forked_faults
 from tender_pool.extract.api import extract
 path = sys.argv[2]
 extract(path)
-wall, cpu = _forked(lambda: extract(path), 3)
-print(wall * 1000, cpu * 1000)
+wall, cpu, faults = _forked_faults(lambda: extract(path), 3)
+print(wall * 1000, cpu * 1000, faults)
 """
 
 
@@ -184,25 +192,27 @@ def ab(other: Path, pairs: int) -> int:
     here = Path(__file__).resolve().parents[1]
     trees = {"this": here, "other": other.resolve()}
     print(f"this = {here}, other = {other.resolve()}; {pairs} pairs; ms (best of 3 forked runs each)")
-    print(f"{'document':40s} {'tree':6s} {'CPU median (min-max)':>24s} {'wall median (min-max)':>24s}")
+    print(f"{'document':40s} {'tree':6s} {'CPU median (min-max)':>24s} {'wall median (min-max)':>24s} "
+          f"{'page faults median':>19s}")
     loads = [os.getloadavg()[0]]
     for doc, path in zip(("bill 12k rows, formulas without values", "same bill, values cached (LibreOffice)"),
                          bigbook.formula_paths()):
-        got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+        got: dict[str, list[tuple[float, float, int]]] = {k: [] for k in trees}
         for i in range(pairs):
             for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):
                 tree = trees[name]
                 out = subprocess.run([str(tree / ".venv" / "bin" / "python"), "-c", _AB_CHILD, str(here / "bench"),
                                       str(path)], capture_output=True, text=True, check=True, cwd=tree,
                                      env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
-                wall, cpu = map(float, out.stdout.split())
-                got[name].append((cpu, wall))
+                wall, cpu, faults = out.stdout.split()
+                got[name].append((float(cpu), float(wall), int(faults)))
             loads.append(os.getloadavg()[0])
         for name, samples in got.items():
             cpu = [x[0] for x in samples]
             wall = [x[1] for x in samples]
             print(f"{doc:40s} {name:6s} {statistics.median(cpu):9.0f} ({min(cpu):.0f}-{max(cpu):.0f})"
-                  f"{'':6s}{statistics.median(wall):9.0f} ({min(wall):.0f}-{max(wall):.0f})", flush=True)
+                  f"{'':6s}{statistics.median(wall):9.0f} ({min(wall):.0f}-{max(wall):.0f})"
+                  f"{statistics.median(x[2] for x in samples):17.0f}", flush=True)
     print(f"load average (1 min) over the run: {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs")
     return 0
 

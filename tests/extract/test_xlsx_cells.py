@@ -91,3 +91,16 @@ def test_cached_text_results_read_by_a_formula_without_value_on_another_sheet(tm
     assert got == {(0, 0): "aby", (0, 1): "#VALUE!", (0, 2): "6"}
     monkeypatch.setattr(xlsx_stream, "_fast_cells", lambda *a, **k: None)
     assert _cells(fast) == _cells(read_stream(str(path)))
+
+
+def test_a_comment_in_sheet_data_sends_the_sheet_to_the_element_path(tmp_path):
+    """A comment's text can look like a cell to the patterns (and to the cell count); a parser skips it. The fast
+    path refuses a sheetData holding a comment (``fast_cells``: the cheap "!" test first, then "<!--")."""
+    path = tmp_path / "comment.xlsx"
+    _write(path, [[1.5, 2.25, "a"], [3, 4, "b"]])
+    ghost = b'<!-- <c r="D1" t="inlineStr"><is><t>ghost</t></is></c> --><c r="A1"'
+    _sheet_xml(path, lambda d: d.replace(b'<c r="A1"', ghost, 1))
+    with zipfile.ZipFile(path) as zf:
+        assert ghost in zf.read("xl/worksheets/sheet1.xml")
+    cells = _cells(read_stream(str(path)))
+    assert cells == _cells(read_xlsx_openpyxl(str(path))) and "ghost" not in str(cells), cells
