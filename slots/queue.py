@@ -108,8 +108,10 @@ class Queue:
         self.k = keys
         self.replicas, self.wait_ms = replicas, wait_ms
         self.fast = FastLane(client)
-        # Script texts (each carries the lib parts it needs, up to ~38 KB) are built and registered on first
-        # use: every slot and the supervisor make a Queue, and each uses only a few of them.
+        # Script texts (each carries the lib parts it needs, up to ~42 KB) are registered on first use:
+        # every slot and the supervisor make a Queue, and each uses only a few of them. The texts
+        # themselves are cached per process (``scripts.text``); the supervisor builds them all before
+        # forking the slots (``Supervisor._prepare_fork``), so the slots share one copy.
         self._texts = _LazyTexts()  # the slot's hot path, sent by the FastLane
         self._scripts = _LazyScripts(client)
 
