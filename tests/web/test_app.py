@@ -166,6 +166,9 @@ def test_job_data_is_shown_escaped(h, pool):
     running = h.submit("behave", user=f"v{XSS2}", payload={"file": str(doc), "sleep": 30})
     wait_until(lambda: pool.job(running).state == "running", 15, what="running")
     w = web(pool)
+    # the overview's slot table comes from the supervisor's status, which learns of the start from the
+    # slot's report a moment after Redis says running: wait for the row, then check the pages
+    wait_until(lambda: "v&lt;/script&gt;" in w.get("/").text, 10, what="the running slot's row on the overview")
     pages = [w.get("/"), w.get(f"/jobs/{jid}"), w.get("/history"), w.get(f"/history?user=u{XSS}"),
              w.get(f"/jobs/{running}")]
     for page in pages:
