@@ -90,14 +90,9 @@ def decode_texts(items: list[bytes]) -> list[str]:
     those), the UTF-8 text for the others — as one parse of all where that gives the same, without a Python step
     per text: where libxml2 parses every text, none holds a CR or a character XML refuses, so an XML text
     without references is its UTF-8 text, and a text with references decodes as in a parse of those alone."""
-    joined = b"\xee\x80\x80".join(items)
-    if items and b"\r" not in joined:
-        try:
-            parts = (etree.fromstring(b"<x>" + joined + b"</x>", _TEXT).text or "").split("\ue000")
-        except etree.XMLSyntaxError:
-            parts = []
-        if len(parts) == len(items):
-            return parts
+    parts = _one_parse(items)
+    if parts is not None:
+        return parts
     plain = iter(unescape_all([v for v in items if b"&" in v]))
     return [next(plain) if b"&" in v else v.decode() for v in items]
 
@@ -105,15 +100,22 @@ def decode_texts(items: list[bytes]) -> list[str]:
 def unescape_each(items: list[bytes]) -> list[str]:
     """``unescape`` of each text, by one parse where that gives the same: where libxml2 parses every text, each
     holds only the references ``unescape`` decodes, and none a CR (which the parse would normalise)."""
+    parts = _one_parse(items)
+    return parts if parts is not None else list(map(unescape, items))
+
+
+def _one_parse(items: list[bytes]) -> list[str] | None:
+    """The texts decoded by one libxml2 parse of them all, joined by a private-use character; None where that
+    cannot stand for decoding each alone: no texts, a CR in one (the parse would normalise it), a text libxml2
+    refuses, or a text that holds the joining character itself (the split would not give one part a text)."""
     joined = b"\xee\x80\x80".join(items)
-    if b"\r" not in joined:
-        try:
-            parts = (etree.fromstring(b"<x>" + joined + b"</x>", _TEXT).text or "").split("\ue000")
-        except etree.XMLSyntaxError:
-            parts = []
-        if len(parts) == len(items):
-            return parts
-    return list(map(unescape, items))
+    if not items or b"\r" in joined:
+        return None
+    try:
+        parts = (etree.fromstring(b"<x>" + joined + b"</x>", _TEXT).text or "").split("\ue000")
+    except etree.XMLSyntaxError:
+        return None
+    return parts if len(parts) == len(items) else None
 
 
 def unescape(b: bytes) -> str:
